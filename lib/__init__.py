@@ -1,0 +1,1 @@
+"""Pure domain logic shared by the apps: no Django imports here."""
