@@ -1,0 +1,121 @@
+"""The audit: recompute every score from the chain alone and compare it with the database.
+
+It replays the contract events (and the humEval call data, with block timestamps) through
+the Python mirror of the reputation model, checks that the contract's stored state equals
+the mirror's, and that the indexed tables equal the contract's state.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from eth_abi import decode
+
+from lib.reputation import GLOBAL_CONTEXT, ReputationError, ReputationModel
+
+from .client import from_hex, to_hex
+from .indexer import fetch_events
+from .ledger import Ledger, hex32
+from .models import Reputation
+
+
+@dataclass
+class AuditReport:
+    events: int = 0
+    pairs: int = 0
+    interactions: int = 0
+    contract_mismatches: list[dict] = field(default_factory=list)  # chain state vs recomputation
+    db_mismatches: list[dict] = field(default_factory=list)  # database vs chain state
+
+    @property
+    def ok(self) -> bool:
+        return not self.contract_mismatches and not self.db_mismatches
+
+    def summary(self) -> dict:
+        return {"ok": self.ok, "events": self.events, "pairs": self.pairs, "interactions": self.interactions,
+                "contract_mismatches": len(self.contract_mismatches), "db_mismatches": len(self.db_mismatches)}
+
+
+def all_events(ledger: Ledger, chunk: int = 10_000) -> list[dict]:
+    head = ledger.client.block_number()
+    events: list[dict] = []
+    for start in range(ledger.deployment.deployBlock, head + 1, chunk):
+        events += fetch_events(ledger, start, min(head, start + chunk - 1))
+    return events
+
+
+def replay(ledger: Ledger, events: list[dict]) -> ReputationModel:
+    """The mirror's state after every call the events record, in chain order."""
+    mirror = ReputationModel()
+    touched: dict[tuple[str, bytes], set[str]] = defaultdict(set)
+    for e in events:
+        if "interactionId" in e["args"]:
+            touched[(e["tx"], e["args"]["interactionId"])].add(e["event"])
+    hum_txs = [e["tx"] for e in events if e["event"] == "HumanEvaluated"]
+    calls = {}
+    if hum_txs:
+        txs = ledger.client.batch([("eth_getTransactionByHash", [h]) for h in hum_txs])
+        blocks = ledger.client.batch([("eth_getBlockByNumber", [tx["blockNumber"], False]) for tx in txs])
+        fn = ledger.abis["reputation"].fn("humEval")
+        for h, tx, block in zip(hum_txs, txs, blocks):
+            data = from_hex(tx["input"])
+            if data[:4] != fn.selector:
+                raise ValueError(f"{h} is not a humEval call")
+            calls[h] = (tx["from"], int(block["timestamp"], 16), decode(fn.inputs, data[4:]))
+    done_updates = set()
+    for e in events:
+        a, name = e["args"], e["event"]
+        if name == "Registered":
+            mirror.register(a["account"], a["at"])
+        elif name == "ContextAdded" and a["contextId"] != GLOBAL_CONTEXT:
+            mirror.add_context(a["contextId"])
+        elif name == "ModelAdded":
+            mirror.add_model(a["modelId"])
+        elif name == "AutoEvaluated":
+            mirror.auto_eval(a["interactionId"], a["modelId"], a["contextId"], a["user"], a["hasReference"],
+                             a["sA"], a["wA"])
+        elif name == "HumanEvaluated":
+            sender, timestamp, args = calls[e["tx"]]
+            from eth_utils import to_checksum_address
+
+            mirror.hum_eval(args[0], to_checksum_address(sender), timestamp, *args[1:])
+        elif name == "ReputationUpdated":
+            key = (e["tx"], a["interactionId"])
+            if not touched[key] & {"AutoEvaluated", "HumanEvaluated"} and key not in done_updates:
+                done_updates.add(key)
+                mirror.update_reputation(a["interactionId"])
+    return mirror
+
+
+def run_audit(ledger: Ledger) -> AuditReport:
+    events = all_events(ledger)
+    report = AuditReport(events=len(events))
+    try:
+        mirror = replay(ledger, events)
+    except ReputationError as exc:
+        report.contract_mismatches.append({"replay": f"the events cannot be replayed: {exc}"})
+        return report
+    report.interactions = len(mirror.interactions)
+    pairs = sorted(mirror.reps)
+    report.pairs = len(pairs)
+    fn = ledger.abis["reputation"].fn("reputation")
+    to = ledger.deployment.reputation
+    replies = ledger.client.batch([("eth_call", [{"to": to, "data": to_hex(fn.encode(m, c))}, "latest"])
+                                   for m, c in pairs])
+    chain = {}
+    for (m, c), reply in zip(pairs, replies):
+        on_chain = fn.decode_output(from_hex(reply)) if isinstance(reply, str) else None
+        chain[(hex32(m), hex32(c))] = on_chain
+        expected = mirror.reputation(m, c)
+        if on_chain is None or tuple(on_chain) != expected:
+            report.contract_mismatches.append({"model": hex32(m), "context": hex32(c), "chain": on_chain,
+                                               "recomputed": expected})
+    db = {(r.model_id, r.context_id): (r.ra, r.rh, r.r, r.n_auto, r.n_human) for r in Reputation.objects.all()}
+    for key, on_chain in chain.items():
+        if db.get(key) != (tuple(on_chain) if on_chain else None):
+            report.db_mismatches.append({"model": key[0], "context": key[1], "chain": on_chain,
+                                         "database": db.get(key)})
+    for key in set(db) - set(chain):
+        report.db_mismatches.append({"model": key[0], "context": key[1], "chain": None, "database": db[key]})
+    return report

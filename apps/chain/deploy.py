@@ -1,0 +1,60 @@
+"""Deploy and wire the three contracts, with locally signed transactions only."""
+
+from __future__ import annotations
+
+from eth_abi import encode
+from eth_account.signers.local import LocalAccount
+from eth_utils import to_checksum_address
+
+from .abi import ContractAbi
+from .client import ChainClient, ChainError, from_hex
+from .ledger import Deployment
+
+
+class DeployError(ChainError):
+    pass
+
+
+def _send(client: ChainClient, account: LocalAccount, to: str | None, data: bytes, nonce: int) -> dict:
+    try:
+        gas = int(client.estimate_gas(account.address, to, data) * 1.2) + 10_000
+    except ChainError as exc:
+        raise DeployError(f"the node refuses the deployment step: {exc}") from exc
+    signed = client.sign(account, to, data, nonce, gas)
+    errors = client.send_raw([signed.raw])
+    if errors[0] is not None:
+        raise DeployError(f"the node refused the transaction: {errors[0]}")
+    receipt = client.wait_receipt(signed.hash)
+    if int(receipt["status"], 16) != 1:
+        raise DeployError(f"transaction {receipt['transactionHash']} reverted")
+    return receipt
+
+
+def _create(client: ChainClient, account: LocalAccount, name: str, types: list[str], args: list, nonce: int) -> tuple[str, int]:
+    abi = ContractAbi.load(name)
+    data = from_hex(abi.bytecode) + encode(types, args)
+    receipt = _send(client, account, None, data, nonce)
+    return to_checksum_address(receipt["contractAddress"]), int(receipt["blockNumber"], 16)
+
+
+def deploy(client: ChainClient, admin: LocalAccount) -> Deployment:
+    """LLMChainAccess(admin), Identity(access), Reputation(access, identity), then let the
+    Identity contract grant roles at registration (access.setIdentity)."""
+    nonce = client.nonce(admin.address, "pending")
+    access, first_block = _create(client, admin, "LLMChainAccess", ["address"], [admin.address], nonce)
+    identity, _ = _create(client, admin, "Identity", ["address"], [access], nonce + 1)
+    reputation, _ = _create(client, admin, "Reputation", ["address", "address"], [access, identity], nonce + 2)
+    set_identity = ContractAbi.load("LLMChainAccess").fn("setIdentity").encode(identity)
+    _send(client, admin, access, set_identity, nonce + 3)
+    return Deployment(chainId=client.chain_id, identity=identity, access=access, reputation=reputation,
+                      deployBlock=first_block)
+
+
+def grant_role(client: ChainClient, deployment: Deployment, admin: LocalAccount, role_name: str, account: str) -> None:
+    """Grant an ACSC role directly (admin): e.g. ORACLE_ROLE to the oracle's key."""
+    from eth_utils import keccak
+
+    abi = ContractAbi.load("LLMChainAccess")
+    role = b"\x00" * 32 if role_name == "DEFAULT_ADMIN_ROLE" else keccak(text=role_name)
+    _send(client, admin, deployment.access, abi.fn("grantRole").encode(role, account),
+          client.nonce(admin.address, "pending"))

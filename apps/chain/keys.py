@@ -1,0 +1,73 @@
+"""Private keys the site signs with: the operator's (from settings) and per-account keys
+stored encrypted at rest (Fernet, key derived from LLMCHAIN_KEY_SECRET)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from functools import lru_cache
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django.conf import settings
+from eth_account import Account
+from eth_account.signers.local import LocalAccount
+
+from .models import SigningKey
+
+
+class KeyError_(LookupError):
+    pass
+
+
+def _fernet(secret: str) -> Fernet:
+    return Fernet(base64.urlsafe_b64encode(hashlib.sha256(secret.encode()).digest()))
+
+
+def cipher() -> MultiFernet:
+    """The first secret encrypts; every listed secret decrypts (rotation: prepend a new one)."""
+    secrets = [s for s in settings.LLMCHAIN_KEY_SECRETS if s]
+    return MultiFernet([_fernet(s) for s in secrets])
+
+
+def store_key(private_key: bytes | str, label: str = "") -> SigningKey:
+    account = Account.from_key(private_key)
+    token = cipher().encrypt(bytes(account.key))
+    row, _ = SigningKey.objects.get_or_create(
+        address=account.address, defaults={"label": label, "encrypted_key": token})
+    return row
+
+
+def new_key(label: str = "") -> SigningKey:
+    return store_key(Account.create().key, label)
+
+
+def operator_accounts() -> dict[str, LocalAccount]:
+    accounts = [Account.from_key(settings.LLMCHAIN_ADMIN_KEY), Account.from_key(settings.LLMCHAIN_ORACLE_KEY)]
+    return {a.address: a for a in accounts}
+
+
+@lru_cache(maxsize=4096)
+def _decrypt(address: str, token: bytes) -> LocalAccount:
+    try:
+        return Account.from_key(cipher().decrypt(token))
+    except InvalidToken as exc:
+        raise KeyError_(f"the key of {address} cannot be decrypted with the configured secrets") from exc
+
+
+def account_for(address: str) -> LocalAccount:
+    """The local account that signs for `address`."""
+    ops = operator_accounts()
+    if address in ops:
+        return ops[address]
+    row = SigningKey.objects.filter(address=address).first()
+    if row is None:
+        raise KeyError_(f"no signing key for {address}")
+    return _decrypt(address, bytes(row.encrypted_key))
+
+
+def admin_address() -> str:
+    return Account.from_key(settings.LLMCHAIN_ADMIN_KEY).address
+
+
+def oracle_address() -> str:
+    return Account.from_key(settings.LLMCHAIN_ORACLE_KEY).address

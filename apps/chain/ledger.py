@@ -1,0 +1,174 @@
+"""The deployed contracts, and how each outbox function becomes calldata.
+
+One place knows, for every contract call the site makes: its arguments from an outbox
+payload, its batch form, its gas, and how to tell that it is already applied on-chain.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Callable
+
+from django.conf import settings
+
+from .abi import ContractAbi
+from .client import ChainClient, Reverted
+
+
+@dataclass(frozen=True)
+class Deployment:
+    chainId: int
+    identity: str
+    access: str
+    reputation: str
+    deployBlock: int
+
+    @classmethod
+    def load(cls, path: Path) -> "Deployment":
+        try:
+            data = json.loads(Path(path).read_text())
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(
+                f"no deployment file at {path}: run `python manage.py chain deploy` first") from exc
+        return cls(**{k: data[k] for k in ("chainId", "identity", "access", "reputation", "deployBlock")})
+
+    def save(self, path: Path) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+
+def b32(value: str | bytes) -> bytes:
+    """A bytes32 id from 0x-hex (the outbox keeps ids as hex strings)."""
+    if isinstance(value, bytes):
+        raw = value
+    else:
+        raw = bytes.fromhex(value[2:] if value.startswith("0x") else value)
+    if len(raw) != 32:
+        raise ValueError(f"expected 32 bytes, got {len(raw)}")
+    return raw
+
+
+def hex32(value: bytes) -> str:
+    return "0x" + bytes(value).hex()
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    contract: str  # "reputation" | "identity" | "access"
+    args: Callable[[dict], tuple]
+    gas: int
+    batch: str | None = None  # name of the batch form
+    batch_gas_per_item: int = 0
+
+
+def _auto_eval_args(p: dict) -> tuple:
+    return (b32(p["interactionId"]), b32(p["modelId"]), b32(p["contextId"]), p["user"],
+            bool(p["hasReference"]), int(p["sA"]), int(p["wA"]), p["evidenceCid"])
+
+
+HUM_FIELDS = ("reliability", "completeness", "utility", "familiarity", "trust", "uncertainty")
+
+CALLS: dict[str, CallSpec] = {
+    "addContext": CallSpec("reputation", lambda p: (b32(p["contextId"]), p["name"]), 200_000),
+    "addModel": CallSpec("reputation", lambda p: (b32(p["modelId"]), p["metadataCid"]), 250_000,
+                         "addModelBatch", 120_000),
+    "register": CallSpec("identity", lambda p: (p["account"], int(p["role"]), p.get("profileCid", "")),
+                         300_000),
+    "autoEval": CallSpec("reputation", _auto_eval_args, 450_000, "autoEvalBatch", 300_000),
+    "humEval": CallSpec("reputation",
+                        lambda p: (b32(p["interactionId"]), *(int(p[f]) for f in HUM_FIELDS)), 250_000),
+    "updateReputation": CallSpec("reputation", lambda p: (b32(p["interactionId"]),), 200_000,
+                                 "updateReputationBatch", 80_000),
+}
+
+BATCH_BASE_GAS = 60_000
+
+
+class Ledger:
+    """The three contracts on one node."""
+
+    def __init__(self, client: ChainClient, deployment: Deployment):
+        self.client = client
+        self.deployment = deployment
+
+    @cached_property
+    def abis(self) -> dict[str, ContractAbi]:
+        return {"reputation": ContractAbi.load("Reputation"), "identity": ContractAbi.load("Identity"),
+                "access": ContractAbi.load("LLMChainAccess")}
+
+    def address(self, contract: str) -> str:
+        return getattr(self.deployment, contract)
+
+    # -- calldata ------------------------------------------------------------------------------
+    def calldata(self, function: str, payloads: list[dict]) -> tuple[str, bytes, int]:
+        """(to, data, gas) for one call, or for the batch form when there are several."""
+        spec = CALLS[function]
+        abi = self.abis[spec.contract]
+        if len(payloads) == 1:
+            data = abi.fn(function).encode(*spec.args(payloads[0]))
+            gas = spec.gas
+        else:
+            rows = [spec.args(p) for p in payloads]
+            columns = [list(col) for col in zip(*rows)]
+            data = abi.fn(spec.batch).encode(*columns)
+            gas = BATCH_BASE_GAS + spec.batch_gas_per_item * len(payloads)
+        return self.address(spec.contract), data, gas
+
+    # -- reads ---------------------------------------------------------------------------------
+    def view(self, contract: str, function: str, *args: Any, block: str | int = "latest") -> tuple:
+        abi = self.abis[contract]
+        fn = abi.fn(function)
+        try:
+            out = self.client.call(self.address(contract), fn.encode(*args), block)
+        except Reverted as exc:
+            name, err_args = abi.decode_revert(exc.data)
+            raise Reverted(name, err_args, exc.data) from exc
+        return fn.decode_output(out)
+
+    def reputation(self, model_id: bytes, context_id: bytes) -> tuple[int, int, int, int, int]:
+        return self.view("reputation", "reputation", model_id, context_id)  # type: ignore[return-value]
+
+    def simulate(self, sender: str, to: str, data: bytes, contract: str) -> tuple[str, tuple] | None:
+        """None when the call would succeed now, else the decoded revert (name, args)."""
+        try:
+            self.client.call(to, data, "latest", sender=sender)
+            return None
+        except Reverted as exc:
+            return self.abis[contract].decode_revert(exc.data)
+
+    def already_applied(self, function: str, sender: str, payload: dict, error: str) -> bool:
+        """True when a revert only says the call's effect is already on-chain, as intended."""
+        if function == "autoEval" and error == "InteractionExists":
+            rec = self.view("reputation", "interaction", b32(payload["interactionId"]))
+            from eth_utils import keccak
+
+            expected = (b32(payload["modelId"]), b32(payload["contextId"]), payload["user"],
+                        bool(payload["hasReference"]), int(payload["sA"]), int(payload["wA"]))
+            return tuple(rec[:6]) == expected and rec[10] == keccak(text=payload["evidenceCid"])
+        if function == "humEval" and error == "AlreadyEvaluated":
+            from lib.reputation import answer_score
+
+            rec = self.view("reputation", "interaction", b32(payload["interactionId"]))
+            return bool(rec[8]) and rec[2] == sender and rec[6] == answer_score(
+                int(payload["reliability"]), int(payload["completeness"]), int(payload["utility"]))
+        if function == "updateReputation" and error == "AlreadyUpdated":
+            return bool(self.view("reputation", "interaction", b32(payload["interactionId"]))[9])
+        if function == "addModel" and error == "ModelExists":
+            return self.view("reputation", "modelOwner", b32(payload["modelId"]))[0] == sender
+        if function == "addContext" and error == "ContextExists":
+            return bool(self.view("reputation", "contextExists", b32(payload["contextId"]))[0])
+        if function == "register" and error == "AlreadyRegistered":
+            return bool(self.view("identity", "isRegistered", payload["account"])[0])
+        return False
+
+
+def default_client() -> ChainClient:
+    return ChainClient(settings.LLMCHAIN_RPC_URL, poa=settings.LLMCHAIN_POA,
+                       gas_price=settings.LLMCHAIN_GAS_PRICE)
+
+
+def default_ledger() -> Ledger:
+    return Ledger(default_client(), Deployment.load(settings.LLMCHAIN_DEPLOYMENT))

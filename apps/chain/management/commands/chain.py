@@ -1,0 +1,142 @@
+"""python manage.py chain {deploy,node,submit,index,work,audit,status}"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from apps.chain import indexer
+from apps.chain.audit import run_audit
+from apps.chain.client import ChainError, account_from_key
+from apps.chain.deploy import deploy, grant_role
+from apps.chain.keys import oracle_address
+from apps.chain.ledger import default_client, default_ledger
+from apps.chain.models import ChainTransaction, OutboxItem
+from apps.chain.node import AnvilNode, NodeError
+from apps.chain.submitter import Submitter
+
+
+class Command(BaseCommand):
+    help = "Deploy, run and audit the LLMChain ledger."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        p = sub.add_parser("deploy", help="deploy and wire the three contracts; prints the deployment file path")
+        p.add_argument("--out", type=Path, default=None, help="where to write the deployment JSON")
+        p = sub.add_parser("node", help="run the local anvil node (--block-time 1, state on disk)")
+        p.add_argument("--state-dir", type=Path, default=None)
+        p.add_argument("--port", type=int, default=None)
+        p.add_argument("--block-time", type=float, default=1)
+        p = sub.add_parser("submit", help="sign and send queued transactions, confirm them from receipts")
+        p.add_argument("--once", action="store_true")
+        p.add_argument("--until-idle", action="store_true", help="stop when nothing is left to send or confirm")
+        p = sub.add_parser("index", help="fold contract events into the site's tables")
+        p.add_argument("--rebuild", action="store_true", help="forget the indexed tables and rebuild from the chain")
+        p.add_argument("--follow", action="store_true", help="keep following new blocks")
+        sub.add_parser("work", help="submitter and indexer in one loop (what `make run` starts)")
+        sub.add_parser("audit", help="recompute every score from the chain; exit 0 only if the database agrees")
+        sub.add_parser("status", help="counts of the outbox and transactions by status")
+
+    def handle(self, *args, action, **opts):
+        try:
+            getattr(self, f"do_{action}")(**opts)
+        except (ChainError, NodeError, FileNotFoundError) as exc:
+            raise CommandError(str(exc)) from exc
+
+    def do_deploy(self, out=None, **_):
+        client = default_client()
+        admin = account_from_key(settings.LLMCHAIN_ADMIN_KEY)
+        deployment = deploy(client, admin)
+        grant_role(client, deployment, admin, "ORACLE_ROLE", oracle_address())
+        path = out or settings.LLMCHAIN_DEPLOYMENT
+        deployment.save(path)
+        self.stdout.write(f"Identity {deployment.identity}\nLLMChainAccess {deployment.access}\n"
+                          f"Reputation {deployment.reputation}\nchain {deployment.chainId}, block {deployment.deployBlock}")
+        self.stdout.write(str(Path(path).resolve()))
+
+    def do_node(self, state_dir=None, port=None, block_time=1, **_):
+        state_dir = state_dir or settings.LLMCHAIN_CHAIN_DIR
+        port = port or urlparse(settings.LLMCHAIN_RPC_URL).port or 8545
+        # Free gas, like the paper's Besu network (min-gas-price 0): accounts need no funding.
+        node = AnvilNode(port=port, block_time=block_time, base_fee=0, state_file=Path(state_dir) / "state.json",
+                         log_file=Path(state_dir) / "anvil.log")
+        node.start()
+        self.stdout.write(f"anvil on {node.url}, state in {node.state_file} (Ctrl-C stops it)")
+        stop = []
+        signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+        try:
+            while not stop and node.proc.poll() is None:
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            node.stop()
+
+    def do_submit(self, once=False, until_idle=False, **_):
+        submitter = Submitter(default_ledger())
+        try:
+            if once:
+                self.stdout.write(json.dumps(dict(submitter.run_once())))
+            else:
+                submitter.run_forever(until_idle=until_idle)
+        finally:
+            submitter.release()
+
+    def do_index(self, rebuild=False, follow=False, **_):
+        ledger = default_ledger()
+        if rebuild:
+            indexer.reset()
+        total = indexer.index_until_head(ledger)
+        while follow:
+            time.sleep(0.5)
+            total += indexer.index_until_head(ledger)
+        self.stdout.write(json.dumps({"blocks": total}))
+
+    def do_work(self, **_):
+        ledger = default_ledger()
+        submitter = Submitter(ledger)
+        stop = []
+        signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+        self.stdout.write("ledger worker: submitting and indexing (Ctrl-C stops it)")
+        try:
+            while not stop:
+                try:
+                    did = submitter.run_once()
+                    indexer.index_until_head(ledger)
+                except ChainError as exc:
+                    self.stderr.write(f"chain unavailable: {exc}; retrying")
+                    did = {}
+                    time.sleep(2)
+                if not did:
+                    time.sleep(0.3)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            submitter.release()
+
+    def do_audit(self, **_):
+        ledger = default_ledger()
+        report = run_audit(ledger)
+        for m in report.contract_mismatches[:20]:
+            self.stdout.write(f"CHAIN != RECOMPUTED {m}")
+        for m in report.db_mismatches[:20]:
+            self.stdout.write(f"DATABASE != CHAIN {m}")
+        self.stdout.write(f"{report.events} events, {report.interactions} interactions, {report.pairs} "
+                          f"(model, context) scores: " + ("all agree" if report.ok else "MISMATCH"))
+        self.stdout.write(json.dumps(report.summary()))
+        if not report.ok:
+            sys.exit(1)
+
+    def do_status(self, **_):
+        from django.db.models import Count
+
+        items = dict(OutboxItem.objects.values_list("status").annotate(n=Count("id")))
+        txs = dict(ChainTransaction.objects.values_list("status").annotate(n=Count("id")))
+        self.stdout.write(json.dumps({"outbox": items, "transactions": txs}))

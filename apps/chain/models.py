@@ -1,0 +1,197 @@
+"""The ledger's tables: the outbox of transactions to send, and the indexed chain state.
+
+Work that must happen is a row with a status: a crashed process loses nothing, because the
+submitter records a signed transaction before broadcasting it and re-sends the same bytes
+(same hash, same nonce) until a receipt says what became of it.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+
+class SigningKey(models.Model):
+    """A local account the submitter signs for; the private key is encrypted at rest."""
+
+    address = models.CharField(max_length=42, unique=True)
+    label = models.CharField(max_length=64, blank=True)
+    encrypted_key = models.BinaryField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.label or 'key'} {self.address}"
+
+
+class Sender(models.Model):
+    """One nonce lane: the next nonce this site will use for an address, and who holds the lane."""
+
+    address = models.CharField(max_length=42, unique=True)
+    next_nonce = models.BigIntegerField(null=True)  # None: read it from the node first
+    lease_owner = models.CharField(max_length=64, blank=True)
+    lease_until = models.DateTimeField(null=True)
+
+    def __str__(self) -> str:
+        return self.address
+
+
+class ChainTransaction(models.Model):
+    """A signed transaction, stored before it is broadcast."""
+
+    class Status(models.TextChoices):
+        SIGNED = "signed"  # recorded, not yet accepted by a node
+        SENT = "sent"  # accepted by a node, no receipt yet
+        MINED = "mined"  # receipt with status 1
+        REVERTED = "reverted"  # receipt with status 0
+        DROPPED = "dropped"  # its nonce went to another transaction; its items were re-queued
+
+    sender = models.ForeignKey(Sender, on_delete=models.PROTECT, related_name="transactions")
+    nonce = models.BigIntegerField()
+    function = models.CharField(max_length=64)
+    tx_hash = models.CharField(max_length=66, unique=True)
+    raw = models.BinaryField()
+    gas_limit = models.BigIntegerField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.SIGNED, db_index=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    block_number = models.BigIntegerField(null=True)
+    gas_used = models.BigIntegerField(null=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    sent_at = models.DateTimeField(null=True)
+    mined_at = models.DateTimeField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["sender", "nonce"], condition=~models.Q(status="dropped"),
+                                    name="one_live_tx_per_nonce"),
+        ]
+        indexes = [models.Index(fields=["sender", "status", "nonce"])]
+
+    def __str__(self) -> str:
+        return f"{self.function} #{self.nonce} {self.tx_hash[:10]} {self.status}"
+
+
+class OutboxItem(models.Model):
+    """One contract call that must happen exactly once (an evaluation, a model, a context...)."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"  # waiting to be signed
+        SIGNED = "signed"  # in a transaction that is not mined yet
+        CONFIRMED = "confirmed"  # its effect is on-chain
+        FAILED = "failed"  # the contract refused it for good; last_error says why
+
+    function = models.CharField(max_length=64)
+    sender_address = models.CharField(max_length=42)
+    key = models.CharField(max_length=160, unique=True)  # idempotency key, e.g. autoEval:<id>
+    payload = models.JSONField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    depends_on = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="dependents")
+    transaction = models.ForeignKey(ChainTransaction, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="items")
+    solo = models.BooleanField(default=False)  # never batch (set after a batch reverted)
+    duplicate = models.BooleanField(default=False)  # found already applied on-chain
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    confirmed_at = models.DateTimeField(null=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "sender_address", "id"])]
+
+    def __str__(self) -> str:
+        return f"{self.key} {self.status}"
+
+
+class IndexerCursor(models.Model):
+    """The last block whose events are folded into the tables below."""
+
+    name = models.CharField(max_length=64, unique=True)
+    last_block = models.BigIntegerField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+
+# --- Indexed chain state: every row can be rebuilt from contract events ----------------------
+
+class Context(models.Model):
+    context_id = models.CharField(max_length=66, unique=True)
+    name = models.CharField(max_length=200)
+    block_number = models.BigIntegerField()
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class LedgerModel(models.Model):
+    """A model as the Reputation contract knows it."""
+
+    model_id = models.CharField(max_length=66, unique=True)
+    owner = models.CharField(max_length=42)
+    metadata_cid = models.CharField(max_length=200)
+    block_number = models.BigIntegerField()
+
+    def __str__(self) -> str:
+        return self.model_id
+
+
+class Registration(models.Model):
+    address = models.CharField(max_length=42, unique=True)
+    role = models.PositiveSmallIntegerField()
+    profile_cid = models.CharField(max_length=200, blank=True)
+    registered_at = models.BigIntegerField()  # block timestamp
+
+
+class Interaction(models.Model):
+    interaction_id = models.CharField(max_length=66, unique=True)
+    model_id = models.CharField(max_length=66, db_index=True)
+    context_id = models.CharField(max_length=66, db_index=True)
+    user = models.CharField(max_length=42)
+    has_reference = models.BooleanField()
+    sa = models.BigIntegerField()  # all scores in 1e18 fixed point
+    wa = models.BigIntegerField()
+    evidence_cid = models.CharField(max_length=200)
+    auto_tx = models.CharField(max_length=66)
+    auto_block = models.BigIntegerField()
+    sh = models.BigIntegerField(null=True)
+    wh = models.BigIntegerField(null=True)
+    d_minutes = models.BigIntegerField(null=True)
+    human_tx = models.CharField(max_length=66, blank=True)
+    reputation_tx = models.CharField(max_length=66, blank=True)
+
+
+class Reputation(models.Model):
+    """REP = (Ra, Rh, R) of a model in a context, as last emitted by the contract."""
+
+    model_id = models.CharField(max_length=66)
+    context_id = models.CharField(max_length=66)
+    ra = models.BigIntegerField()
+    rh = models.BigIntegerField()
+    r = models.BigIntegerField()
+    n_auto = models.BigIntegerField()
+    n_human = models.BigIntegerField()
+    block_number = models.BigIntegerField()
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["model_id", "context_id"], name="one_rep_per_pair")]
+        indexes = [models.Index(fields=["context_id", "r"])]
+
+
+class ReputationChange(models.Model):
+    """Every ReputationUpdated event: the full history behind each board number."""
+
+    block_number = models.BigIntegerField()
+    log_index = models.IntegerField()
+    tx_hash = models.CharField(max_length=66)
+    interaction_id = models.CharField(max_length=66)
+    model_id = models.CharField(max_length=66)
+    context_id = models.CharField(max_length=66)
+    ra = models.BigIntegerField()
+    rh = models.BigIntegerField()
+    r = models.BigIntegerField()
+    n_auto = models.BigIntegerField()
+    n_human = models.BigIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["block_number", "log_index"], name="one_row_per_log")]
+        indexes = [models.Index(fields=["model_id", "context_id", "block_number"])]

@@ -1,0 +1,124 @@
+"""Queue contract calls: validate, then write one outbox row per call, idempotently.
+
+Views, workers and commands call these; the submitter sends what they queue.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from eth_utils import is_checksum_address, to_checksum_address
+
+from lib.reputation import WAD, likert_ok
+
+from .ledger import CALLS, HUM_FIELDS
+from .models import OutboxItem
+
+HEX32 = re.compile(r"^0x[0-9a-f]{64}$")
+ROLE_CODES = {"user": 1, "developer": 2, "oracle": 3, "expert": 4, "registrar": 5}
+
+
+class InvalidCall(ValueError):
+    """The call would be refused by the contract, or is malformed: nothing was queued."""
+
+
+class ConflictingCall(InvalidCall):
+    """A call with the same idempotency key but different arguments is already queued."""
+
+
+def _id(payload: dict, name: str) -> str:
+    value = payload.get(name)
+    if not isinstance(value, str) or not HEX32.match(value.lower()):
+        raise InvalidCall(f"{name} must be 0x followed by 64 hex digits")
+    if int(value, 16) == 0 and name != "contextId":
+        raise InvalidCall(f"{name} must not be zero")
+    return value.lower()
+
+
+def _address(value: Any, name: str) -> str:
+    try:
+        address = to_checksum_address(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidCall(f"{name} is not an address") from exc
+    return address
+
+
+def _wad(value: Any, name: str) -> str:
+    try:
+        number = int(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidCall(f"{name} must be an integer in 1e18 fixed point") from exc
+    if not 0 <= number <= WAD:
+        raise InvalidCall(f"{name} must lie in [0, 1e18], got {number}")
+    return str(number)
+
+
+def _text(value: Any, name: str, max_len: int = 200, allow_empty: bool = False) -> str:
+    if not isinstance(value, str) or (not value and not allow_empty) or len(value) > max_len:
+        raise InvalidCall(f"{name} must be a non-empty text of at most {max_len} characters")
+    return value
+
+
+def check_call(function: str, payload: dict) -> dict:
+    """The canonical payload of a call, or InvalidCall saying what is wrong."""
+    if function not in CALLS:
+        raise InvalidCall(f"unknown function {function!r}")
+    p = payload
+    if function == "addContext":
+        ctx = _id(p, "contextId")
+        if int(ctx, 16) == 0:
+            raise InvalidCall("context 0 is the global context and exists from deployment")
+        return {"contextId": ctx, "name": _text(p.get("name"), "name")}
+    if function == "addModel":
+        return {"modelId": _id(p, "modelId"), "metadataCid": _text(p.get("metadataCid"), "metadataCid")}
+    if function == "register":
+        role = p.get("role")
+        role = ROLE_CODES.get(role, role)
+        if role not in ROLE_CODES.values():
+            raise InvalidCall(f"role must be one of {sorted(ROLE_CODES)} or 1..5")
+        return {"account": _address(p.get("account"), "account"), "role": role,
+                "profileCid": _text(p.get("profileCid", ""), "profileCid", allow_empty=True)}
+    if function == "autoEval":
+        ctx = _id(p, "contextId")
+        if int(ctx, 16) == 0:
+            raise InvalidCall("an interaction belongs to a real context, not the global one")
+        if not isinstance(p.get("hasReference"), bool):
+            raise InvalidCall("hasReference must be true or false")
+        return {"interactionId": _id(p, "interactionId"), "modelId": _id(p, "modelId"), "contextId": ctx,
+                "user": _address(p.get("user"), "user"), "hasReference": p["hasReference"],
+                "sA": _wad(p.get("sA"), "sA"), "wA": _wad(p.get("wA"), "wA"),
+                "evidenceCid": _text(p.get("evidenceCid"), "evidenceCid")}
+    if function == "humEval":
+        out: dict[str, Any] = {"interactionId": _id(p, "interactionId")}
+        for name in HUM_FIELDS:
+            if not likert_ok(p.get(name)):
+                raise InvalidCall(f"{name} must be an answer from 1 to 5")
+            out[name] = p[name]
+        return out
+    return {"interactionId": _id(p, "interactionId")}  # updateReputation
+
+
+def idempotency_key(function: str, payload: dict) -> str:
+    subject = {"addContext": "contextId", "addModel": "modelId", "register": "account"}.get(
+        function, "interactionId")
+    return f"{function}:{payload[subject]}"
+
+
+def enqueue(function: str, sender: str, payload: dict, *, depends_on: OutboxItem | None = None,
+            key: str | None = None) -> OutboxItem:
+    """Queue one contract call from `sender`. Queuing the same call twice returns the first row."""
+    clean = check_call(function, payload)
+    if not is_checksum_address(sender):
+        sender = _address(sender, "sender")
+    key = key or idempotency_key(function, clean)
+    try:
+        with transaction.atomic():
+            return OutboxItem.objects.create(function=function, sender_address=sender, key=key,
+                                             payload=clean, depends_on=depends_on)
+    except IntegrityError:
+        existing = OutboxItem.objects.get(key=key)
+        if existing.payload != clean or existing.sender_address != sender:
+            raise ConflictingCall(f"{key} is already queued with other arguments") from None
+        return existing

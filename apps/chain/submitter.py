@@ -1,0 +1,340 @@
+"""The submitter: signs queued calls, sends them in order, and confirms them from receipts.
+
+Guarantees, whatever process dies when:
+- a transaction is written to the database (raw bytes, hash, nonce) before any node sees it,
+  so after a crash the very same bytes are sent again: a call can never be signed twice with
+  two nonces and land twice;
+- nonces are assigned here, per sender lane, under a lease that one process holds at a time;
+- a node that lost its pool (restart) gets the unmined transactions again, in nonce order;
+- a revert that only says "already done" (a duplicate interaction id...) counts as confirmed
+  only after the on-chain record is checked against the queued call.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import time
+from collections import Counter, defaultdict
+from datetime import timedelta
+from typing import Iterable
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from .client import ChainError, RpcError, SignedTx, from_hex, to_hex
+from .keys import account_for
+from .ledger import CALLS, Ledger
+from .models import ChainTransaction, OutboxItem, Sender
+
+log = logging.getLogger(__name__)
+TX = ChainTransaction.Status
+ITEM = OutboxItem.Status
+NOOP = "noop"
+
+
+class Submitter:
+    def __init__(self, ledger: Ledger, *, owner: str | None = None, batch_size: int | None = None,
+                 max_items: int = 2000, lease_s: float = 60, resend_after_s: float | None = None,
+                 max_attempts: int | None = None):
+        self.ledger = ledger
+        self.client = ledger.client
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
+        self.batch_size = max(1, batch_size or settings.LLMCHAIN_TX_BATCH)
+        self.max_items = max_items
+        self.lease_s = lease_s
+        self.resend_after = timedelta(seconds=resend_after_s if resend_after_s is not None
+                                      else settings.LLMCHAIN_RESEND_AFTER_S)
+        self.max_attempts = max_attempts or settings.LLMCHAIN_TX_MAX_ATTEMPTS
+        self.stats: Counter = Counter()
+        self._stop = False
+
+    # -- the loop --------------------------------------------------------------------------------
+    def run_once(self) -> Counter:
+        before = self.stats.copy()
+        lanes = self._acquire_lanes()
+        if lanes:
+            self._check_receipts(lanes)
+            self._rebroadcast_lost(lanes)
+            self._sign_new(lanes)
+            self._broadcast(lanes)
+        return self.stats - before
+
+    def run_forever(self, idle_sleep: float = 0.2, until_idle: bool = False) -> None:
+        signal.signal(signal.SIGTERM, lambda *_: self.stop())
+        backoff = idle_sleep
+        while not self._stop:
+            try:
+                did = self.run_once()
+                backoff = idle_sleep
+            except ChainError as exc:
+                log.warning("chain unavailable, retrying in %.1f s: %s", backoff, exc)
+                did = Counter()
+                backoff = min(backoff * 2, 10)
+            if until_idle and not self.has_work():
+                return
+            if not did:
+                time.sleep(backoff)
+
+    def stop(self) -> None:
+        self._stop = True
+
+    def has_work(self) -> bool:
+        return (OutboxItem.objects.filter(status__in=[ITEM.PENDING, ITEM.SIGNED]).exists()
+                or ChainTransaction.objects.filter(status__in=[TX.SIGNED, TX.SENT]).exists())
+
+    # -- lanes -----------------------------------------------------------------------------------
+    def _acquire_lanes(self) -> list[Sender]:
+        addresses = set(OutboxItem.objects.filter(status=ITEM.PENDING)
+                        .values_list("sender_address", flat=True).distinct())
+        addresses |= set(ChainTransaction.objects.filter(status__in=[TX.SIGNED, TX.SENT])
+                         .values_list("sender__address", flat=True).distinct())
+        now = timezone.now()
+        held = []
+        for address in sorted(addresses):
+            lane, _ = Sender.objects.get_or_create(address=address)
+            got = Sender.objects.filter(pk=lane.pk).filter(
+                Q(lease_owner=self.owner) | Q(lease_owner="") | Q(lease_until__lt=now)
+            ).update(lease_owner=self.owner, lease_until=now + timedelta(seconds=self.lease_s))
+            if got:
+                lane.refresh_from_db()
+                held.append(lane)
+        return held
+
+    def release(self) -> None:
+        Sender.objects.filter(lease_owner=self.owner).update(lease_owner="", lease_until=None)
+
+    # -- receipts --------------------------------------------------------------------------------
+    def _live(self, lanes: Iterable[Sender], statuses: list[str]) -> list[ChainTransaction]:
+        return list(ChainTransaction.objects.filter(sender__in=list(lanes), status__in=statuses)
+                    .select_related("sender").order_by("sender_id", "nonce").defer("raw"))
+
+    def _check_receipts(self, lanes: list[Sender]) -> None:
+        live = self._live(lanes, [TX.SIGNED, TX.SENT])
+        if not live:
+            return
+        receipts = self.client.receipts([from_hex(tx.tx_hash) for tx in live])
+        mined: list[ChainTransaction] = []
+        reverted: list[ChainTransaction] = []
+        now = timezone.now()
+        for tx, receipt in zip(live, receipts):
+            if not receipt:
+                continue
+            tx.block_number = int(receipt["blockNumber"], 16)
+            tx.gas_used = int(receipt["gasUsed"], 16)
+            tx.mined_at = now
+            if int(receipt["status"], 16) == 1:
+                tx.status = TX.MINED
+                mined.append(tx)
+            else:
+                tx.status = TX.REVERTED
+                reverted.append(tx)
+        with transaction.atomic():
+            ChainTransaction.objects.bulk_update(mined + reverted, ["status", "block_number", "gas_used", "mined_at"],
+                                                 batch_size=500)
+            ids = [tx.pk for tx in mined]
+            for start in range(0, len(ids), 500):
+                OutboxItem.objects.filter(transaction_id__in=ids[start:start + 500], status=ITEM.SIGNED).update(
+                    status=ITEM.CONFIRMED, confirmed_at=now)
+        self.stats["mined"] += len(mined)
+        for tx in reverted:
+            self._diagnose_revert(tx)
+
+    def _diagnose_revert(self, tx: ChainTransaction) -> None:
+        self.stats["reverted"] += 1
+        items = list(tx.items.filter(status=ITEM.SIGNED))
+        if len(items) > 1:
+            # One bad call spoils a batch: send each alone, so each gets its own verdict.
+            OutboxItem.objects.filter(pk__in=[i.pk for i in items]).update(
+                status=ITEM.PENDING, solo=True, transaction=None, attempts=F("attempts") + 1,
+                last_error=f"batch {tx.tx_hash} reverted; retrying one by one")
+            return
+        for item in items:
+            to, data, _ = self.ledger.calldata(item.function, [item.payload])
+            contract = CALLS[item.function].contract
+            verdict = self.ledger.simulate(item.sender_address, to, data, contract)
+            if verdict is None:
+                # It would pass now (out of gas, or it raced its dependency): retry, with more gas.
+                status, error = (ITEM.PENDING, f"tx {tx.tx_hash} reverted (gas used {tx.gas_used}); retrying")
+            elif self.ledger.already_applied(item.function, item.sender_address, item.payload, verdict[0]):
+                item.duplicate = True
+                status, error = ITEM.CONFIRMED, f"already on-chain ({verdict[0]}); record matches"
+            else:
+                status, error = ITEM.FAILED, f"reverted: {verdict[0]}{tuple(verdict[1]) if verdict[1] else ''}"
+            if status == ITEM.PENDING and item.attempts + 1 >= self.max_attempts:
+                status = ITEM.FAILED
+            OutboxItem.objects.filter(pk=item.pk).update(
+                status=status, last_error=error, duplicate=item.duplicate, attempts=F("attempts") + 1,
+                transaction=tx if status == ITEM.CONFIRMED else None,
+                confirmed_at=timezone.now() if status == ITEM.CONFIRMED else None)
+            self.stats[f"item_{status}"] += 1
+            log.info("%s: %s", item.key, error)
+
+    # -- lost transactions -----------------------------------------------------------------------
+    def _rebroadcast_lost(self, lanes: list[Sender]) -> None:
+        sent = self._live(lanes, [TX.SENT])
+        if not sent:
+            return
+        by_lane: dict[int, list[ChainTransaction]] = defaultdict(list)
+        for tx in sent:
+            by_lane[tx.sender_id].append(tx)
+        lane_list = [lane for lane in lanes if lane.pk in by_lane]
+        counts = self.client.batch([("eth_getTransactionCount", [lane.address, "pending"]) for lane in lane_list])
+        stale = timezone.now() - self.resend_after
+        lost: list[int] = []
+        for lane, count in zip(lane_list, counts):
+            if isinstance(count, RpcError):
+                raise count
+            node_next = int(count, 16)
+            for tx in by_lane[lane.pk]:
+                # The node's pending count stops at the first nonce it does not hold.
+                if tx.nonce >= node_next or (tx.sent_at and tx.sent_at < stale):
+                    lost.append(tx.pk)
+        if lost:
+            ChainTransaction.objects.filter(pk__in=lost).update(status=TX.SIGNED)
+            self.stats["resent"] += len(lost)
+            log.info("re-sending %d transactions the node does not hold", len(lost))
+
+    # -- signing ---------------------------------------------------------------------------------
+    def _ready_items(self, lane: Sender) -> list[OutboxItem]:
+        base = OutboxItem.objects.filter(status=ITEM.PENDING, sender_address=lane.address)
+        failed_dep = base.filter(depends_on__status=ITEM.FAILED)
+        if failed_dep.exists():
+            failed_dep.update(status=ITEM.FAILED, last_error="the call it depends on failed")
+        return list(base.filter(Q(depends_on__isnull=True) | Q(depends_on__status=ITEM.CONFIRMED))
+                    .order_by("id")[: self.max_items])
+
+    def _chunks(self, items: list[OutboxItem]) -> list[list[OutboxItem]]:
+        chunks: list[list[OutboxItem]] = []
+        for item in items:
+            last = chunks[-1] if chunks else None
+            if (last and self.batch_size > 1 and not item.solo and not last[0].solo
+                    and last[0].function == item.function and CALLS[item.function].batch
+                    and len(last) < self.batch_size):
+                last.append(item)
+            else:
+                chunks.append([item])
+        return chunks
+
+    def _next_nonce(self, lane: Sender) -> int:
+        if lane.next_nonce is None:
+            node_next = self.client.nonce(lane.address, "pending")
+            ours = (ChainTransaction.objects.filter(sender=lane, status__in=[TX.SIGNED, TX.SENT, TX.MINED,
+                                                                             TX.REVERTED])
+                    .order_by("-nonce").values_list("nonce", flat=True).first())
+            lane.next_nonce = max(node_next, (ours + 1) if ours is not None else 0)
+        return lane.next_nonce
+
+    def _sign_new(self, lanes: list[Sender]) -> None:
+        fees = None
+        for lane in lanes:
+            items = self._ready_items(lane)
+            if not items:
+                continue
+            fees = fees or self.client.fee_fields()
+            account = account_for(lane.address)
+            nonce = self._next_nonce(lane)
+            txs: list[ChainTransaction] = []
+            groups: list[list[OutboxItem]] = []
+            for chunk in self._chunks(items):
+                to, data, gas = self.ledger.calldata(chunk[0].function, [i.payload for i in chunk])
+                gas *= 2 ** min(max(i.attempts for i in chunk), 3)
+                signed = self.client.sign(account, to, data, nonce, gas, fees)
+                txs.append(self._tx_row(lane, signed, chunk[0].function if len(chunk) == 1
+                                        else CALLS[chunk[0].function].batch, gas))
+                groups.append(chunk)
+                nonce += 1
+            with transaction.atomic():
+                ChainTransaction.objects.bulk_create(txs)
+                if not txs[0].pk:  # backends without RETURNING on bulk insert
+                    by_hash = dict(ChainTransaction.objects.filter(
+                        tx_hash__in=[t.tx_hash for t in txs]).values_list("tx_hash", "pk"))
+                    for t in txs:
+                        t.pk = by_hash[t.tx_hash]
+                changed = []
+                for tx, chunk in zip(txs, groups):
+                    for item in chunk:
+                        item.status, item.transaction_id = ITEM.SIGNED, tx.pk
+                        changed.append(item)
+                OutboxItem.objects.bulk_update(changed, ["status", "transaction"], batch_size=500)
+                Sender.objects.filter(pk=lane.pk).update(next_nonce=nonce)
+                lane.next_nonce = nonce
+            self.stats["signed_txs"] += len(txs)
+            self.stats["signed_items"] += len(items)
+
+    @staticmethod
+    def _tx_row(lane: Sender, signed: SignedTx, function: str, gas: int) -> ChainTransaction:
+        return ChainTransaction(sender=lane, nonce=signed.nonce, function=function, tx_hash=to_hex(signed.hash),
+                                raw=signed.raw, gas_limit=gas)
+
+    # -- broadcasting ----------------------------------------------------------------------------
+    def _broadcast(self, lanes: list[Sender]) -> None:
+        txs = list(ChainTransaction.objects.filter(sender__in=lanes, status=TX.SIGNED)
+                   .select_related("sender").order_by("sender_id", "nonce"))
+        if not txs:
+            return
+        results = self.client.send_raw([bytes(tx.raw) for tx in txs])
+        now = timezone.now()
+        accepted = [tx.pk for tx, err in zip(txs, results) if err is None]
+        for start in range(0, len(accepted), 500):
+            ChainTransaction.objects.filter(pk__in=accepted[start:start + 500]).update(
+                status=TX.SENT, sent_at=now, attempts=F("attempts") + 1)
+        self.stats["sent"] += len(accepted)
+        for tx, err in zip(txs, results):
+            if err is not None:
+                self._rejected(tx, err)
+
+    def _rejected(self, tx: ChainTransaction, err: Exception) -> None:
+        self.stats["rejected"] += 1
+        if isinstance(err, RpcError) and err.nonce_too_low:
+            receipt = self.client.receipts([from_hex(tx.tx_hash)])[0]
+            if receipt:
+                ChainTransaction.objects.filter(pk=tx.pk).update(status=TX.SENT, sent_at=timezone.now())
+                return  # it is mined: the next pass confirms it
+            # Another transaction took this nonce (the key was used elsewhere): sign the items anew.
+            with transaction.atomic():
+                ChainTransaction.objects.filter(pk=tx.pk).update(status=TX.DROPPED, last_error=str(err))
+                tx.items.filter(status=ITEM.SIGNED).update(status=ITEM.PENDING, transaction=None)
+                Sender.objects.filter(pk=tx.sender_id).update(next_nonce=None)
+            log.warning("nonce %d of %s was taken by another transaction; re-queued its calls",
+                        tx.nonce, tx.sender.address)
+            return
+        retryable = getattr(err, "retryable", False)
+        attempts = tx.attempts + 1
+        if retryable or attempts < self.max_attempts:
+            ChainTransaction.objects.filter(pk=tx.pk).update(attempts=attempts, last_error=str(err))
+            if not retryable:
+                self._resign(tx, fail_items=False, error=str(err))
+            return
+        log.error("node keeps refusing %s: %s; its calls fail and a no-op fills nonce %d", tx, err, tx.nonce)
+        self._resign(tx, fail_items=True, error=str(err))
+
+    def _resign(self, tx: ChainTransaction, *, fail_items: bool, error: str) -> None:
+        """Replace a refused transaction at the same nonce: the same calls with fresh fees, or,
+        when they keep failing, a no-op transfer so that the sender's later nonces can be mined."""
+        account = account_for(tx.sender.address)
+        self.client._fees = None
+        items = list(tx.items.filter(status=ITEM.SIGNED))
+        if fail_items or not items:
+            signed = self.client.sign(account, account.address, b"", tx.nonce, 21_000)
+            function, gas = NOOP, 21_000
+        else:
+            to, data, gas = self.ledger.calldata(items[0].function, [i.payload for i in items])
+            signed = self.client.sign(account, to, data, tx.nonce, tx.gas_limit)
+            function, gas = tx.function, tx.gas_limit
+        if to_hex(signed.hash) == tx.tx_hash:
+            return  # nothing changed (same fees): the same bytes are sent again next pass
+        with transaction.atomic():
+            ChainTransaction.objects.filter(pk=tx.pk).update(status=TX.DROPPED, last_error=error)
+            new = ChainTransaction.objects.create(sender=tx.sender, nonce=tx.nonce, function=function,
+                                                  tx_hash=to_hex(signed.hash), raw=signed.raw, gas_limit=gas,
+                                                  attempts=tx.attempts + 1)
+            if fail_items:
+                OutboxItem.objects.filter(pk__in=[i.pk for i in items]).update(
+                    status=ITEM.FAILED, transaction=None, last_error=f"refused by the node: {error}")
+            else:
+                OutboxItem.objects.filter(pk__in=[i.pk for i in items]).update(transaction=new)

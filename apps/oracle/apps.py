@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class OracleConfig(AppConfig):
+    name = "apps.oracle"
+    label = "oracle"

@@ -1,0 +1,137 @@
+"""One settings module, driven by environment variables, safe defaults for a laptop."""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("LLMCHAIN_VAR_DIR", BASE_DIR / "var"))
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    return default if value is None else value.lower() in ("1", "true", "yes", "on")
+
+
+DEBUG = env_bool("DEBUG", True)
+# The default key is for a laptop only; production sets SECRET_KEY.
+SECRET_KEY = os.environ.get("SECRET_KEY", "llmchain-insecure-development-key")
+ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "channels",
+    "apps.chain",
+    "apps.chat",
+    "apps.oracle",
+    "apps.annotate",
+    "apps.leaderboard",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "llmchain_site.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+WSGI_APPLICATION = "llmchain_site.wsgi.application"
+ASGI_APPLICATION = "llmchain_site.asgi.application"
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'llmchain.sqlite3'}"),
+        conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "0")),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Workers and the web process share the file: wait for locks instead of failing.
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = os.environ.get("REDIS_URL", "")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+}
+
+# --- The ledger (apps/chain) -----------------------------------------------------------
+# anvil's first well-known development key: a local default only, never a production secret.
+ANVIL_DEV_KEY = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"
+LLMCHAIN_RPC_URL = os.environ.get("LLMCHAIN_RPC_URL", "http://127.0.0.1:8545")
+LLMCHAIN_ADMIN_KEY = os.environ.get("LLMCHAIN_ADMIN_KEY", ANVIL_DEV_KEY)
+# Key that signs oracle transactions (autoEval); the admin's by default on a laptop.
+LLMCHAIN_ORACLE_KEY = os.environ.get("LLMCHAIN_ORACLE_KEY", LLMCHAIN_ADMIN_KEY)
+LLMCHAIN_DEPLOYMENT = Path(os.environ.get("LLMCHAIN_DEPLOYMENT", VAR_DIR / "deployment.json"))
+LLMCHAIN_CHAIN_DIR = Path(os.environ.get("LLMCHAIN_CHAIN_DIR", VAR_DIR / "chain"))
+# "auto": priced when the node reports a base fee, free otherwise; or a fixed price in wei.
+LLMCHAIN_GAS_PRICE = os.environ.get("LLMCHAIN_GAS_PRICE", "auto")
+LLMCHAIN_POA = env_bool("LLMCHAIN_POA", False)
+LLMCHAIN_TX_BATCH = int(os.environ.get("LLMCHAIN_TX_BATCH", "64"))
+LLMCHAIN_TX_MAX_ATTEMPTS = int(os.environ.get("LLMCHAIN_TX_MAX_ATTEMPTS", "8"))
+LLMCHAIN_RESEND_AFTER_S = float(os.environ.get("LLMCHAIN_RESEND_AFTER_S", "30"))
+LLMCHAIN_CONFIRMATIONS = int(os.environ.get("LLMCHAIN_CONFIRMATIONS", "0"))
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"web3": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
+}
+
+# Secrets that encrypt per-account signing keys at rest. The first encrypts, all decrypt:
+# to rotate, put the new secret first, run `manage.py chain rekey`, then drop the old one.
+LLMCHAIN_KEY_SECRETS = os.environ.get("LLMCHAIN_KEY_SECRETS", SECRET_KEY).split(",")
