@@ -419,8 +419,8 @@ contract Reputation {
         return (2 * human + auto_) / 3;
     }
 
-    /// Eq. 6: move Rx towards S, at rate psi*w for a good answer and xi*w for a bad one.
-    function update(uint256 rx, uint256 s, uint256 w, uint256 threshold) public pure returns (uint256) {
+    /// Eq. 6 (`update` in lib/reputation.py): move Rx towards S, at rate psi*w for a good answer and xi*w for a bad one.
+    function updateScore(uint256 rx, uint256 s, uint256 w, uint256 threshold) public pure returns (uint256) {
         uint256 rw = w * (s >= threshold ? PSI_THIRDS : XI_THIRDS) / 3;
         return ((WAD - rw) * rx + rw * s) / WAD;
     }
@@ -498,7 +498,7 @@ contract Reputation {
         if (hasReference) {
             uint256 sum = c.sumRa;
             uint256 old = rep.ra;
-            uint256 moved = update(old, sA, wA, sum / c.n);
+            uint256 moved = updateScore(old, sA, wA, sum / c.n);
             rep.ra = moved;
             c.sumRa = uint128(sum - old + moved);
             if (rep.nAuto == MAX_N_AUTO) revert CounterOverflow();
@@ -538,7 +538,7 @@ contract Reputation {
         Rep memory rep = _unpack(_reps[modelId][contextId]);
         uint256 sum = c.sumRh;
         uint256 old = rep.rh;
-        uint256 moved = update(old, sH, wH, sum / c.n);
+        uint256 moved = updateScore(old, sH, wH, sum / c.n);
         rep.rh = moved;
         c.sumRh = uint128(sum - old + moved);
         if (rep.nHuman == MAX_N_HUMAN) revert CounterOverflow();
@@ -574,7 +574,7 @@ contract Reputation {
         Rep memory rep = _unpack(_reps[modelId][contextId]);
         uint256 sum = c.sumR;
         uint256 old = rep.r;
-        uint256 moved = update(old, s, w, sum / c.n);
+        uint256 moved = updateScore(old, s, w, sum / c.n);
         rep.r = moved;
         c.sumR = uint128(sum - old + moved);
         _storeRep(interactionId, modelId, contextId, rep);

@@ -7,6 +7,7 @@ import dj_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("LLMCHAIN_VAR_DIR", BASE_DIR / "var"))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 
 def env_bool(name: str, default: bool) -> bool:
@@ -73,6 +74,8 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Workers and the web process share the file: wait for locks instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+    # Tests start worker processes that must see the test database: keep it in a file.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
@@ -122,6 +125,9 @@ LLMCHAIN_POA = env_bool("LLMCHAIN_POA", False)
 LLMCHAIN_TX_BATCH = int(os.environ.get("LLMCHAIN_TX_BATCH", "64"))
 LLMCHAIN_TX_MAX_ATTEMPTS = int(os.environ.get("LLMCHAIN_TX_MAX_ATTEMPTS", "8"))
 LLMCHAIN_RESEND_AFTER_S = float(os.environ.get("LLMCHAIN_RESEND_AFTER_S", "30"))
+# How long a submitter's claim on a sender lane lasts without renewal (a dead worker's lanes
+# pass to another worker after this).
+LLMCHAIN_LEASE_S = float(os.environ.get("LLMCHAIN_LEASE_S", "30"))
 LLMCHAIN_CONFIRMATIONS = int(os.environ.get("LLMCHAIN_CONFIRMATIONS", "0"))
 
 LOGGING = {

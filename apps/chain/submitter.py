@@ -27,7 +27,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from .client import ChainError, RpcError, SignedTx, from_hex, to_hex
-from .keys import account_for
+from .keys import KeyError_, account_for
 from .ledger import CALLS, Ledger
 from .models import ChainTransaction, OutboxItem, Sender
 
@@ -39,14 +39,14 @@ NOOP = "noop"
 
 class Submitter:
     def __init__(self, ledger: Ledger, *, owner: str | None = None, batch_size: int | None = None,
-                 max_items: int = 2000, lease_s: float = 60, resend_after_s: float | None = None,
+                 max_items: int = 2000, lease_s: float | None = None, resend_after_s: float | None = None,
                  max_attempts: int | None = None):
         self.ledger = ledger
         self.client = ledger.client
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
         self.batch_size = max(1, batch_size or settings.LLMCHAIN_TX_BATCH)
         self.max_items = max_items
-        self.lease_s = lease_s
+        self.lease_s = lease_s or settings.LLMCHAIN_LEASE_S
         self.resend_after = timedelta(seconds=resend_after_s if resend_after_s is not None
                                       else settings.LLMCHAIN_RESEND_AFTER_S)
         self.max_attempts = max_attempts or settings.LLMCHAIN_TX_MAX_ATTEMPTS
@@ -236,7 +236,13 @@ class Submitter:
             if not items:
                 continue
             fees = fees or self.client.fee_fields()
-            account = account_for(lane.address)
+            try:
+                account = account_for(lane.address)
+            except KeyError_ as exc:
+                # A configuration fault, not the calls' fault: they wait until the key is there.
+                log.error("cannot sign %d queued calls: %s", len(items), exc)
+                self.stats["unsignable"] += len(items)
+                continue
             nonce = self._next_nonce(lane)
             txs: list[ChainTransaction] = []
             groups: list[list[OutboxItem]] = []

@@ -1,0 +1,113 @@
+"""A ledger on an interval-mining anvil (block time 1 s, as in `make run`), driven through the
+outbox and the submitter exactly as the site drives it."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+
+import pytest
+from django.db import connection
+
+from apps.chain import indexer, outbox
+from apps.chain.client import ChainClient
+from apps.chain.deploy import deploy, grant_role
+from apps.chain.keys import new_key
+from apps.chain.ledger import Ledger
+from apps.chain.models import OutboxItem
+from apps.chain.node import DEV_KEYS, AnvilNode
+from apps.chain.submitter import Submitter
+
+
+def rand_id() -> str:
+    return "0x" + secrets.token_hex(32)
+
+
+@pytest.fixture(scope="module")
+def ledger_node(tmp_path_factory, admin, oracle):
+    path = tmp_path_factory.mktemp("ledger")
+    node = AnvilNode(block_time=1, base_fee=0, state_file=path / "state.json", log_file=path / "anvil.log")
+    node.start()
+    client = ChainClient(node.url)
+    deployment = deploy(client, admin)
+    grant_role(client, deployment, admin, "ORACLE_ROLE", oracle.address)
+    deployment_file = path / "deployment.json"
+    deployment.save(deployment_file)
+    node.deployment = deployment
+    node.deployment_file = deployment_file
+    yield node
+    node.stop()
+
+
+@pytest.fixture
+def ledger(ledger_node, settings, oracle) -> Ledger:
+    settings.LLMCHAIN_ORACLE_KEY = DEV_KEYS[1]
+    settings.LLMCHAIN_RESEND_AFTER_S = 5
+    return Ledger(ChainClient(ledger_node.url), ledger_node.deployment)
+
+
+def drain(submitter: Submitter, timeout: float = 90) -> None:
+    """Run the submitter until nothing is left to sign, send or confirm."""
+    deadline = time.monotonic() + timeout
+    while submitter.has_work():
+        if time.monotonic() > deadline:
+            left = list(OutboxItem.objects.exclude(status="confirmed").values_list("key", "status", "last_error"))
+            raise AssertionError(f"submitter did not finish within {timeout} s: {left[:5]}")
+        if not submitter.run_once():
+            time.sleep(0.2)
+
+
+@dataclass
+class World:
+    """Accounts, a context and a model on-chain, ready for evaluations."""
+
+    ledger: Ledger
+    admin: str
+    oracle: str
+    developer: str
+    users: list[str]
+    context: str
+    model: str
+    calls: list[OutboxItem] = field(default_factory=list)
+
+    def evaluation(self, user: str, *, sa=6 * 10**17, wa=5 * 10**17, reference=True,
+                   answers=(4, 5, 3, 4, 3, 2)) -> str:
+        """Queue autoEval, humEval and updateReputation of one new interaction; returns its id."""
+        iid = rand_id()
+        auto = outbox.enqueue("autoEval", self.oracle, {
+            "interactionId": iid, "modelId": self.model, "contextId": self.context, "user": user,
+            "hasReference": reference, "sA": str(sa), "wA": str(wa), "evidenceCid": f"bafy{iid[2:14]}"})
+        names = ("reliability", "completeness", "utility", "familiarity", "trust", "uncertainty")
+        hum = outbox.enqueue("humEval", user, {"interactionId": iid, **dict(zip(names, answers))}, depends_on=auto)
+        upd = outbox.enqueue("updateReputation", self.oracle, {"interactionId": iid}, depends_on=hum)
+        self.calls += [auto, hum, upd]
+        return iid
+
+
+@pytest.fixture
+def world(ledger, admin, oracle) -> World:
+    developer = new_key("developer").address
+    users = [new_key(f"user{i}").address for i in range(3)]
+    outbox.enqueue("register", admin.address, {"account": developer, "role": "developer"})
+    for u in users:
+        outbox.enqueue("register", admin.address, {"account": u, "role": "user"})
+    context, model = rand_id(), rand_id()
+    outbox.enqueue("addContext", admin.address, {"contextId": context, "name": "reasoning"})
+    dev_reg = OutboxItem.objects.get(key=f"register:{developer}")
+    outbox.enqueue("addModel", developer, {"modelId": model, "metadataCid": "bafymodel"}, depends_on=dev_reg)
+    drain(Submitter(ledger, owner="setup"))
+    return World(ledger, admin.address, oracle.address, developer, users, context, model)
+
+
+def database_url() -> str:
+    """The test database as a DATABASE_URL, for worker processes started by a test."""
+    s = connection.settings_dict
+    if s["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{s['NAME']}"
+    auth = s["USER"] + (f":{s['PASSWORD']}" if s["PASSWORD"] else "")
+    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+def reindex(ledger: Ledger) -> None:
+    indexer.index_until_head(ledger)
