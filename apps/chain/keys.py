@@ -71,3 +71,14 @@ def admin_address() -> str:
 
 def oracle_address() -> str:
     return Account.from_key(settings.LLMCHAIN_ORACLE_KEY).address
+
+
+def rekey() -> int:
+    """Re-encrypt every stored key with the first configured secret; returns how many."""
+    f = cipher()
+    rows = list(SigningKey.objects.all())
+    for row in rows:
+        row.encrypted_key = f.rotate(bytes(row.encrypted_key))
+    SigningKey.objects.bulk_update(rows, ["encrypted_key"], batch_size=500)
+    _decrypt.cache_clear()
+    return len(rows)

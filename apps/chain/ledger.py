@@ -73,17 +73,19 @@ HUM_FIELDS = ("reliability", "completeness", "utility", "familiarity", "trust", 
 
 CALLS: dict[str, CallSpec] = {
     "addContext": CallSpec("reputation", lambda p: (b32(p["contextId"]), p["name"]), 200_000),
-    "addModel": CallSpec("reputation", lambda p: (b32(p["modelId"]), p["metadataCid"]), 250_000,
-                         "addModelBatch", 120_000),
+    "addModel": CallSpec("reputation", lambda p: (b32(p["modelId"]), p["metadataCid"]), 200_000,
+                         "addModelBatch", 100_000),
     "register": CallSpec("identity", lambda p: (p["account"], int(p["role"]), p.get("profileCid", "")),
                          300_000),
-    "autoEval": CallSpec("reputation", _auto_eval_args, 450_000, "autoEvalBatch", 300_000),
+    "autoEval": CallSpec("reputation", _auto_eval_args, 350_000, "autoEvalBatch", 220_000),
     "humEval": CallSpec("reputation",
-                        lambda p: (b32(p["interactionId"]), *(int(p[f]) for f in HUM_FIELDS)), 250_000),
-    "updateReputation": CallSpec("reputation", lambda p: (b32(p["interactionId"]),), 200_000,
-                                 "updateReputationBatch", 80_000),
+                        lambda p: (b32(p["interactionId"]), *(int(p[f]) for f in HUM_FIELDS)), 200_000),
+    "updateReputation": CallSpec("reputation", lambda p: (b32(p["interactionId"]),), 150_000,
+                                 "updateReputationBatch", 90_000),
 }
 
+# Limits sit well above the measured use (contracts/README.md: autoEval <= 206k creating a REP,
+# humEval <= 113k, updateReputation <= 64k); a call that still runs out is retried with more.
 BATCH_BASE_GAS = 60_000
 
 

@@ -1,0 +1,81 @@
+"""python manage.py up: the local node, the contracts, a demo, the ledger worker and the site."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from apps.chain import indexer
+from apps.chain.client import ChainError, account_from_key
+from apps.chain.demo import seed_demo
+from apps.chain.deploy import deploy, grant_role
+from apps.chain.keys import oracle_address
+from apps.chain.ledger import Deployment, default_client
+from apps.chain.node import AnvilNode
+
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
+
+
+class Command(BaseCommand):
+    help = "Start the embedded local services and the site (what `make run` runs)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--addr", default="127.0.0.1:8000", help="where the site listens")
+        parser.add_argument("--no-demo", action="store_true")
+
+    def handle(self, *args, addr, no_demo, **opts):
+        children: list = []
+        node = self._ensure_node()
+        try:
+            self._ensure_deployment()
+            if not no_demo:
+                self.stdout.write(f"demo: {seed_demo()} calls queued")
+            worker = subprocess.Popen([sys.executable, "manage.py", "chain", "work"], cwd=settings.BASE_DIR)
+            children.append(worker)
+            self.stdout.write(f"LLMChain on http://{addr}/  (Ctrl-C stops the site, the worker and the node)")
+            call_command("runserver", addr, use_reloader=False)
+        finally:
+            for child in children:
+                child.terminate()
+                child.wait(10)
+            if node:
+                node.stop()
+
+    def _ensure_node(self) -> AnvilNode | None:
+        client = default_client()
+        try:
+            client.block_number()
+            self.stdout.write(f"chain: using the node at {client.url}")
+            return None
+        except ChainError:
+            pass
+        url = urlparse(settings.LLMCHAIN_RPC_URL)
+        if url.hostname not in LOCAL_HOSTS:
+            raise CommandError(f"the chain node at {settings.LLMCHAIN_RPC_URL} does not answer")
+        chain_dir = Path(settings.LLMCHAIN_CHAIN_DIR)
+        node = AnvilNode(port=url.port or 8545, block_time=1, base_fee=0, state_file=chain_dir / "state.json",
+                         log_file=chain_dir / "anvil.log").start()
+        self.stdout.write(f"chain: started anvil on {node.url} (state in {node.state_file})")
+        return node
+
+    def _ensure_deployment(self) -> None:
+        client = default_client()
+        path = Path(settings.LLMCHAIN_DEPLOYMENT)
+        if path.exists():
+            current = Deployment.load(path)
+            code = client.request("eth_getCode", [current.reputation, "latest"])
+            if current.chainId == client.chain_id and code not in (None, "0x"):
+                self.stdout.write(f"chain: contracts at {current.reputation} (deployment {path})")
+                return
+        admin = account_from_key(settings.LLMCHAIN_ADMIN_KEY)
+        deployment = deploy(client, admin)
+        grant_role(client, deployment, admin, "ORACLE_ROLE", oracle_address())
+        deployment.save(path)
+        indexer.reset()  # tables of an older deployment describe another chain
+        self.stdout.write(f"chain: deployed the contracts, deployment file {path}")
