@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Callable
 
 from django.db import connection, connections, transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from lib.reputation import WAD
@@ -362,7 +363,7 @@ class ChainBench:
         lo, hi = min(pks), max(pks)
         qs = OutboxItem.objects.filter(pk__gte=lo, pk__lte=hi, sender_address__in=self.addresses)
         while True:
-            counts = Counter(dict(qs.values_list("status").annotate(n=models_count())))
+            counts = Counter(dict(qs.values_list("status").annotate(n=Count("id"))))
             left = counts[ITEM.PENDING] + counts[ITEM.SIGNED]
             if not left:
                 break
@@ -397,9 +398,7 @@ class ChainBench:
                 time.sleep(pause)
         produced_s = max(time.monotonic() - t0, 1e-9)
         counts = self._wait([r.pk for r in rows], f"{function} at {rate}/s", cfg.drain_timeout)
-        stats = list(OutboxItem.objects.filter(pk__in=[r.pk for r in rows]).values_list(
-            "status", "created_at", "confirmed_at", "transaction_id", "duplicate").iterator(chunk_size=2000)) \
-            if total <= 30000 else self._stats_by_range(rows)
+        stats = self._stats(rows)
         confirmed = [s for s in stats if s[0] == ITEM.CONFIRMED]
         latencies = [(s[2] - s[1]).total_seconds() * 1000 for s in confirmed]
         if confirmed:
@@ -415,9 +414,11 @@ class ChainBench:
             per_s=per_s, p50_ms=percentile(latencies, 50), p95_ms=percentile(latencies, 95),
             max_ms=max(latencies) if latencies else math.nan)
 
-    def _stats_by_range(self, rows: list[OutboxItem]) -> list[tuple]:
-        ids = sorted(r.pk for r in rows)
-        return list(OutboxItem.objects.filter(pk__gte=ids[0], pk__lte=ids[-1], function=rows[0].function,
+    def _stats(self, rows: list[OutboxItem]) -> list[tuple]:
+        """(status, created_at, confirmed_at, transaction_id, duplicate) of a step's rows: the
+        bench's rows of that function in the step's id range (only the producer writes them)."""
+        ids = [r.pk for r in rows]
+        return list(OutboxItem.objects.filter(pk__gte=min(ids), pk__lte=max(ids), function=rows[0].function,
                                               sender_address__in=self.addresses)
                     .values_list("status", "created_at", "confirmed_at", "transaction_id", "duplicate")
                     .iterator(chunk_size=2000))
@@ -527,12 +528,6 @@ class ChainBench:
                         addresses)
             cur.execute(f"DELETE FROM {lane} WHERE address IN ({marks})", addresses)
             cur.execute(f"DELETE FROM {key} WHERE address IN ({marks})", addresses)
-
-
-def models_count():
-    from django.db.models import Count
-
-    return Count("id")
 
 
 def run_chain_bench(config: ChainBenchConfig, out: Callable[[str], None] = print) -> dict:

@@ -86,6 +86,8 @@ class AnvilNode:
             raise NodeError("anvil is not installed: run `npm ci` in the repository root")
         if not self.port:
             self.port = free_port()
+        if self.log_file:
+            Path(self.log_file).parent.mkdir(parents=True, exist_ok=True)
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
         self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
                                      start_new_session=True)

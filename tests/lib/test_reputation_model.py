@@ -318,8 +318,9 @@ def test_a_human_evaluation_in_the_registration_second_has_zero_weight_and_moves
 
 def test_a_tie_with_the_threshold_counts_as_a_good_answer():
     # the rule itself: S == threshold takes psi
-    assert update(200_000_000_000_000_000, HALF, WAD, HALF) == 300_000_000_000_000_000  # psi: 0.2 + 0.3 / 3
-    assert update(200_000_000_000_000_000, HALF - 1, WAD, HALF) != 300_000_000_000_000_000
+    w = 600_000_000_000_000_000
+    assert update(200_000_000_000_000_000, HALF, w, HALF) == 260_000_000_000_000_000  # psi: 0.8 * 0.2 + 0.2 * 0.5
+    assert update(200_000_000_000_000_000, HALF - 1, w, HALF) == 319_999_999_999_999_999  # xi: 0.6 * 0.2 + 0.4 * S
     # through the model: A at 2/3 and B at 1/2 in C1 -> mean ra 583333333333333333; B's sA equal to it
     m = world(A, B)
     m.auto_eval(b"1" * 32, A, C1, USER, False, 0, 0)

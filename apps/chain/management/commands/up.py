@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +31,10 @@ class Command(BaseCommand):
         parser.add_argument("--no-demo", action="store_true")
 
     def handle(self, *args, addr, no_demo, **opts):
+        def interrupt(*_):
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGTERM, interrupt)  # stop the children on `kill` too, not only Ctrl-C
         children: list = []
         node = self._ensure_node()
         try:

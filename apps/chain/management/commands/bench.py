@@ -1,0 +1,97 @@
+"""python manage.py bench chain [...]: benchmarks; each prints, as its last line, one JSON object
+with its headline figures."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from apps.chain.client import ChainError
+from apps.chain.node import NodeError
+
+CHAIN_HELP = """\
+Offer addModel, autoEval and humEval calls at a sweep of rates to a fresh local anvil node
+(block time 1 s, free gas) through the real outbox and submitter, and print per function and
+rate the confirmed calls per second and the p50/p95 latency from enqueue to confirmation (the
+paper's Fig. 7), with the raw node ceiling (pipelined signed no-op transfers) measured in the
+same run. Setup (keys, registrations, contexts, models, the interactions humEval answers) is
+not timed.
+
+Database: the bench uses this command's database (DATABASE_URL). Every sender it uses is a
+key it creates, and it deletes its own outbox, transaction, sender and key rows at the end
+(--keep-rows keeps them). It refuses to start if the database holds other pending outbox rows
+or a running submitter's lease, since its submitter would send those to the throw-away node:
+for a clean measurement use a scratch database, e.g.
+  DATABASE_URL=sqlite:////tmp/bench.sqlite3 python manage.py migrate
+  DATABASE_URL=sqlite:////tmp/bench.sqlite3 python manage.py bench chain
+"""
+
+
+def int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError as exc:
+        raise ValueError(f"expected comma-separated integers, got {text!r}") from exc
+    if not values or min(values) <= 0:
+        raise ValueError("rates must be positive")
+    return values
+
+
+def name_list(text: str) -> list[str]:
+    return [v.strip() for v in text.split(",") if v.strip()]
+
+
+class Command(BaseCommand):
+    help = "Benchmarks. `bench chain`: ledger throughput and latency (see `bench chain --help`)."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        p = sub.add_parser("chain", help="outbox + submitter throughput and latency on a fresh anvil node",
+                           description=CHAIN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("--rates", type=int_list, default=None,
+                       help="offered rates in calls per second (default 50,100,200,400,700,1000)")
+        p.add_argument("--duration", type=float, default=10, help="seconds of offered load per step (default 10)")
+        p.add_argument("--batch", type=int, default=32,
+                       help="the submitter's batch size: up to N consecutive autoEval / addModel calls of one "
+                            "sender per transaction; 1 = one call per transaction (default 32)")
+        p.add_argument("--functions", type=name_list, default=None,
+                       help="which calls to offer (default addModel,autoEval,humEval)")
+        p.add_argument("--users", type=int, default=50, help="humEval senders, one nonce lane each (default 50)")
+        p.add_argument("--submitter", choices=["process", "thread"], default="process",
+                       help="run the submitter as `manage.py chain submit` in its own process (default) or in a "
+                            "thread of the bench process")
+        p.add_argument("--ceiling-duration", type=float, default=5, help="seconds of no-op transfers (default 5)")
+        p.add_argument("--drain-timeout", type=float, default=120,
+                       help="longest wait for a step's calls to be confirmed after its load stops (default 120)")
+        p.add_argument("--work-dir", type=Path, default=None,
+                       help="where the anvil and submitter logs go (default: a new temporary folder)")
+        p.add_argument("--keep-rows", action="store_true", help="keep the bench's rows in the database")
+
+    def handle(self, *args, action, **opts):
+        try:
+            getattr(self, f"do_{action}")(**opts)
+        except (ChainError, NodeError, ValueError, RuntimeError) as exc:
+            raise CommandError(str(exc)) from exc
+
+    def do_chain(self, rates=None, duration=10, batch=32, functions=None, users=50, submitter="process",
+                 ceiling_duration=5, drain_timeout=120, work_dir=None, keep_rows=False, **_):
+        from apps.chain.bench import DEFAULT_RATES, FUNCTIONS, ChainBenchConfig, run_chain_bench
+
+        if batch < 1 or users < 1 or duration <= 0:
+            raise CommandError("--batch and --users must be at least 1, --duration positive")
+        config = ChainBenchConfig(rates=rates or list(DEFAULT_RATES), duration=duration, batch=batch,
+                                  functions=functions or list(FUNCTIONS), users=users, submitter=submitter,
+                                  ceiling_duration=ceiling_duration, drain_timeout=drain_timeout,
+                                  work_dir=work_dir, keep_rows=keep_rows)
+
+        def out(line: str) -> None:
+            self.stdout.write(line)
+            self.stdout.flush()
+
+        summary = run_chain_bench(config, out)
+        headline = {k: summary[k] for k in ("functions", "node_ceiling_tx_per_s", "ratio", "batch", "duration_s",
+                                            "rates", "submitter", "unconfirmed", "failed", "elapsed_s")}
+        self.stdout.write(json.dumps(headline))
