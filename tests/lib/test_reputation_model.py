@@ -174,7 +174,8 @@ def test_a_bad_answer_moves_reputation_down_at_rate_xi_w():
 
 
 @pytest.mark.parametrize("rx, s, w, threshold", [
-    (HALF, WAD, WAD, HALF), (HALF, 0, WAD, HALF), (123_456_789_012_345_678, 987_654_321_098_765_432, 31_415_926_535_897_932, HALF),
+    (HALF, WAD, WAD, HALF), (HALF, 0, WAD, HALF),
+    (123_456_789_012_345_678, 987_654_321_098_765_432, 31_415_926_535_897_932, HALF),
     (WAD, 0, WAD, WAD), (0, WAD, WAD, 0), (WAD, WAD, WAD, 0), (0, 0, 0, WAD), (777, 3, 10**17 + 1, 10**18),
 ])
 def test_the_update_is_the_truncated_exact_formula(rx, s, w, threshold):
@@ -357,9 +358,11 @@ def test_with_the_same_answers_a_larger_d_moves_reputation_further_down_for_a_ba
     assert HALF > short[2] > long[2]
 
 
-@pytest.mark.parametrize("weak_user, strong_user", [((2, 2, 4), (5, 5, 1)), ((1, 1, 5), (3, 3, 3)), ((3, 3, 3), (4, 5, 2))])
+@pytest.mark.parametrize("weak_user, strong_user",
+                         [((2, 2, 4), (5, 5, 1)), ((1, 1, 5), (3, 3, 3)), ((3, 3, 3), (4, 5, 2))])
 @pytest.mark.parametrize("answers, direction", [(GOOD_ANSWERS, +1), (BAD_ANSWERS, -1)])
-def test_with_the_same_answers_a_larger_user_weight_moves_reputation_further(weak_user, strong_user, answers, direction):
+def test_with_the_same_answers_a_larger_user_weight_moves_reputation_further(weak_user, strong_user, answers,
+                                                                            direction):
     assert user_weight(*weak_user) < user_weight(*strong_user)
     weak = one_human_eval(answers, weak_user, 7_200).reputation(A, C1)
     strong = one_human_eval(answers, strong_user, 7_200).reputation(A, C1)

@@ -7,6 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.chain.client import ChainError
@@ -54,9 +55,10 @@ class Command(BaseCommand):
         p.add_argument("--rates", type=int_list, default=None,
                        help="offered rates in calls per second (default 50,100,200,400,700,1000)")
         p.add_argument("--duration", type=float, default=10, help="seconds of offered load per step (default 10)")
-        p.add_argument("--batch", type=int, default=32,
+        p.add_argument("--batch", type=int, default=None,
                        help="the submitter's batch size: up to N consecutive autoEval / addModel calls of one "
-                            "sender per transaction; 1 = one call per transaction (default 32)")
+                            "sender per transaction; 1 = one call per transaction (default: the site's "
+                            "LLMCHAIN_TX_BATCH, %s)" % settings.LLMCHAIN_TX_BATCH)
         p.add_argument("--functions", type=name_list, default=None,
                        help="which calls to offer (default addModel,autoEval,humEval)")
         p.add_argument("--users", type=int, default=50, help="humEval senders, one nonce lane each (default 50)")
@@ -76,10 +78,11 @@ class Command(BaseCommand):
         except (ChainError, NodeError, ValueError, RuntimeError) as exc:
             raise CommandError(str(exc)) from exc
 
-    def do_chain(self, rates=None, duration=10, batch=32, functions=None, users=50, submitter="process",
+    def do_chain(self, rates=None, duration=10, batch=None, functions=None, users=50, submitter="process",
                  ceiling_duration=5, drain_timeout=120, work_dir=None, keep_rows=False, **_):
         from apps.chain.bench import DEFAULT_RATES, FUNCTIONS, ChainBenchConfig, run_chain_bench
 
+        batch = settings.LLMCHAIN_TX_BATCH if batch is None else batch
         if batch < 1 or users < 1 or duration <= 0:
             raise CommandError("--batch and --users must be at least 1, --duration positive")
         config = ChainBenchConfig(rates=rates or list(DEFAULT_RATES), duration=duration, batch=batch,
