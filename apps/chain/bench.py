@@ -29,6 +29,7 @@ import os
 import queue
 import random
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,9 +37,9 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from django.db import connection, connections, transaction
 from django.db.models import Count
@@ -193,7 +194,7 @@ class SubmitterThread:
                     did = None
                 if not did:
                     self._stop.wait(0.2)
-        except BaseException as exc:  # reported by check()
+        except Exception as exc:  # reported by check()
             self.error = exc
         finally:
             try:
@@ -220,6 +221,8 @@ class ChainBench:
         self.node: AnvilNode | None = None
         self.submitter: SubmitterProcess | SubmitterThread | None = None
         self.results: list[StepResult] = []
+        self.expected: Counter = Counter()  # calls of each function confirmed outside the steps
+        self.on_chain: dict[str, int] = {}
         self.ceiling: Ceiling | None = None
         self.notes: list[str] = []
 
@@ -235,8 +238,8 @@ class ChainBench:
                 "(DATABASE_URL=sqlite:////tmp/bench.sqlite3, after `manage.py migrate`).")
         leased = Sender.objects.filter(lease_until__gt=timezone.now()).exclude(lease_owner="").first()
         if leased:
-            raise BenchError(f"a submitter ({leased.lease_owner}) is running on this database: stop it or "
-                             "run the bench on a scratch database")
+            raise BenchError(f"a submitter ({leased.lease_owner}) holds lanes of this database until "
+                             f"{leased.lease_until:%H:%M:%S}: stop it or run the bench on a scratch database")
 
     def key(self, label: str) -> str:
         address = new_key(label).address
@@ -257,6 +260,7 @@ class ChainBench:
             raise BenchError(f"unknown functions {sorted(unknown)}; choose among {', '.join(FUNCTIONS)}")
         self.check_database()
         started = time.monotonic()
+        # Logs are kept only in a folder the caller names (anvil logs every transaction).
         work_dir = Path(cfg.work_dir or tempfile.mkdtemp(prefix="llmchain-bench-"))
         work_dir.mkdir(parents=True, exist_ok=True)
         try:
@@ -271,6 +275,8 @@ class ChainBench:
                     result = self.step(function, rate)
                     self.results.append(result)
                     self._print_row(result)
+            self.submitter.stop()
+            self.on_chain = self.count_on_chain()
         finally:
             if self.submitter:
                 self.submitter.stop()
@@ -278,6 +284,8 @@ class ChainBench:
                 self.node.stop()
             if not cfg.keep_rows:
                 self.delete_rows()
+            if not cfg.work_dir:
+                shutil.rmtree(work_dir, ignore_errors=True)
         summary = self.summary(time.monotonic() - started)
         self._print_footer(summary)
         return summary
@@ -285,7 +293,8 @@ class ChainBench:
     # -- setup (not timed) ---------------------------------------------------------------------
     def _setup_chain(self, work_dir: Path) -> None:
         cfg = self.cfg
-        self.node = AnvilNode(block_time=1, base_fee=0, log_file=work_dir / "anvil.log").start()
+        self.node = AnvilNode(block_time=1, base_fee=0,
+                              log_file=work_dir / "anvil.log" if cfg.work_dir else None).start()
         self.client = ChainClient(self.node.url)
         self.admin = self.key("bench-admin")
         self.oracle = self.key("bench-oracle")
@@ -315,22 +324,25 @@ class ChainBench:
         rows += [outbox_row("addContext", self.admin, {"contextId": c, "name": f"bench context {i}"})
                  for i, c in enumerate(self.contexts)]
         self._insert(rows)
-        self._wait([r.pk for r in rows], "registrations and contexts", cfg.drain_timeout)
+        self._wait([r.pk for r in rows], "registrations and contexts", cfg.drain_timeout, setup=True)
         self.models = [rand_id() for _ in range(cfg.models)]
         rows = [outbox_row("addModel", self.developer, {"modelId": m, "metadataCid": f"bafybenchmodel{i}"})
                 for i, m in enumerate(self.models)]
         self._insert(rows)
-        self._wait([r.pk for r in rows], "models", cfg.drain_timeout)
+        self._wait([r.pk for r in rows], "models", cfg.drain_timeout, setup=True)
+        self.expected["addModel"] += len(rows)
 
     def _prepare_interactions(self) -> None:
         """The interactions the humEval steps answer: autoEval'd and confirmed beforehand."""
         cfg = self.cfg
-        needed = sum(int(round(rate * cfg.duration)) for rate in cfg.rates)
+        needed = sum(round(rate * cfg.duration) for rate in cfg.rates)
         rows = [self._auto_eval_row(self.users[i % len(self.users)]) for i in range(needed)]
         t0 = time.monotonic()
         self._insert(rows)
-        self._wait([r.pk for r in rows], "interactions for humEval", max(cfg.drain_timeout, needed / 100))
+        self._wait([r.pk for r in rows], "interactions for humEval", max(cfg.drain_timeout, needed / 100),
+                   setup=True)
         self.interactions = [(r.pk, r.payload["interactionId"], r.payload["user"]) for r in rows]
+        self.expected["autoEval"] += len(rows)
         self.out(f"setup: {needed} interactions autoEval'd for the humEval steps in "
                  f"{time.monotonic() - t0:.1f} s (not timed)")
 
@@ -367,11 +379,11 @@ class ChainBench:
             for r in rows:
                 r.pk = ids[r.key]
 
-    def _wait(self, pks: list[int], what: str, timeout: float) -> dict[str, int]:
-        """Wait until none of these rows is pending or signed; their counts by status."""
+    def _wait(self, pks: list[int], what: str, timeout: float, setup: bool = False) -> dict[str, int]:
+        """Wait until none of these rows is pending or signed; their counts by status. Setup rows
+        must all be confirmed; a step's leftovers are reported."""
         deadline = time.monotonic() + timeout
-        lo, hi = min(pks), max(pks)
-        qs = OutboxItem.objects.filter(pk__gte=lo, pk__lte=hi, sender_address__in=self.addresses)
+        qs = OutboxItem.objects.filter(pk__gte=min(pks), pk__lte=max(pks), sender_address__in=self.addresses)
         while True:
             counts = Counter(dict(qs.values_list("status").annotate(n=Count("id"))))
             left = counts[ITEM.PENDING] + counts[ITEM.SIGNED]
@@ -379,20 +391,21 @@ class ChainBench:
                 break
             self.submitter.check()
             if time.monotonic() > deadline:
-                self.notes.append(f"{left} rows of {what} were still unconfirmed after {timeout:.0f} s")
+                self.notes.append(f"{left} rows of {what} were still unconfirmed after {timeout:.0f} s "
+                                  "(the next step ran with them in the queue)")
                 break
             time.sleep(0.1)
-        if counts[ITEM.FAILED] and what in ("registrations and contexts", "models", "interactions for humEval"):
+        if setup and counts[ITEM.FAILED]:
             error = qs.filter(status=ITEM.FAILED).values_list("key", "last_error").first()
             raise BenchError(f"setup failed: {counts[ITEM.FAILED]} rows of {what} failed, e.g. {error}")
-        if left and what in ("registrations and contexts", "models", "interactions for humEval"):
+        if setup and left:
             raise BenchError(f"setup did not finish: {left} rows of {what} unconfirmed after {timeout:.0f} s")
         return dict(counts)
 
     # -- one step ------------------------------------------------------------------------------
     def step(self, function: str, rate: int) -> StepResult:
         cfg = self.cfg
-        total = int(round(rate * cfg.duration))
+        total = round(rate * cfg.duration)
         rows = self._rows_for(function, total)
         sent = 0
         t0 = time.monotonic()
@@ -494,13 +507,31 @@ class ChainBench:
             rate = mined / max(per_block[-1][0] - per_block[0][0] + 1, 1)
         return Ceiling(tx_per_s=rate, txs=mined, blocks=len(per_block), send_per_s=len(sent) / send_s)
 
+    # -- exactly once, on-chain -----------------------------------------------------------------
+    def count_on_chain(self) -> dict[str, int]:
+        """How many ModelAdded / AutoEvaluated / HumanEvaluated events the node holds: each call
+        the outbox confirmed must be there exactly once (the contract refuses repeats)."""
+        abi = self.ledger.abis["reputation"]
+        names = {"ModelAdded": "addModel", "AutoEvaluated": "autoEval", "HumanEvaluated": "humEval"}
+        by_topic = {"0x" + abi.event_topic(ev).hex(): fn for ev, fn in names.items()}
+        head = self.client.block_number()
+        counts: Counter = Counter()
+        step = 20
+        for start in range(self.deployment.deployBlock, head + 1, step):
+            logs = self.client.request("eth_getLogs", [{
+                "address": self.deployment.reputation, "fromBlock": hex(start),
+                "toBlock": hex(min(head, start + step - 1)), "topics": [list(by_topic)]}])
+            counts.update(by_topic[log["topics"][0]] for log in logs)
+        return dict(counts)
+
     # -- report --------------------------------------------------------------------------------
     def _print_header(self) -> None:
         cfg, c = self.cfg, self.ceiling
         self.out(f"node ceiling: {c.tx_per_s:.0f} tx/s mined ({c.txs} signed no-op transfers in {c.blocks} blocks; "
                  f"signed+sent at {c.send_per_s:.0f} tx/s from 4 dev keys, pipelined JSON-RPC batches of 250)")
         self.out(f"chain bench: anvil block time 1 s, free gas; submitter batch {cfg.batch} "
-                 f"({self.submitter.label}); {cfg.users} humEval users; {cfg.duration:g} s per step")
+                 f"({self.submitter.label}, DEBUG off); {cfg.users} humEval users; {cfg.duration:g} s per step; "
+                 f"{connection.vendor} database")
         self.out(f"{'function':<10} {'offered/s':>9} {'actual/s':>8} {'items':>6} {'txs':>6} {'confirmed/s':>11} "
                  f"{'p50 ms':>7} {'p95 ms':>7} {'max ms':>7} {'unconf':>6} {'failed':>6}")
 
@@ -516,8 +547,10 @@ class ChainBench:
             if not steps:
                 continue
             best = max(steps, key=lambda r: r.per_s)
-            functions[fn] = {"peak_per_s": round(best.per_s, 1), "p95_ms_at_peak": round(best.p95_ms),
-                             "rate_at_peak": best.rate}
+            functions[fn] = {"peak_per_s": round(best.per_s, 1),
+                             "p95_ms_at_peak": None if math.isnan(best.p95_ms) else round(best.p95_ms),
+                             "rate_at_peak": best.rate, "offered": sum(r.offered for r in steps),
+                             "confirmed": sum(r.confirmed for r in steps)}
         return {
             "functions": functions,
             "node_ceiling_tx_per_s": round(ceiling, 1),
@@ -528,15 +561,29 @@ class ChainBench:
             "submitter": self.cfg.submitter,
             "unconfirmed": sum(r.unconfirmed for r in self.results),
             "failed": sum(r.failed for r in self.results),
+            "duplicates": sum(r.duplicates for r in self.results),
+            "on_chain_ok": self.on_chain_ok(),
             "elapsed_s": round(elapsed, 1),
             "steps": [asdict(r) for r in self.results],
         }
+
+    def on_chain_ok(self) -> bool:
+        """Every confirmed call is on-chain exactly once (events = confirmed calls, setup included)."""
+        if not self.on_chain:
+            return False
+        confirmed = Counter(self.expected)
+        for r in self.results:
+            confirmed[r.function] += r.confirmed
+        return all(self.on_chain.get(fn, 0) == confirmed[fn] for fn in set(confirmed) | set(self.on_chain))
 
     def _print_footer(self, summary: dict) -> None:
         for fn, v in summary["functions"].items():
             self.out(f"peak {fn}: {v['peak_per_s']:.0f}/s at offered {v['rate_at_peak']}/s "
                      f"(p95 {v['p95_ms_at_peak']} ms) = {summary['ratio'][fn]:.2f} x the node ceiling; "
                      f"paper: ~{PAPER_PEAK_PER_S}/s on 16 Besu validators")
+        self.out("on-chain events: " + ", ".join(f"{fn} {n}" for fn, n in sorted(self.on_chain.items()))
+                 + (" = the confirmed calls (setup included), each once" if summary["on_chain_ok"]
+                    else " != the confirmed calls: MISMATCH"))
         for note in self.notes:
             self.out(f"note: {note}")
         self.out(f"total {summary['elapsed_s']:.0f} s")

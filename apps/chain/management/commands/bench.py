@@ -58,7 +58,7 @@ class Command(BaseCommand):
         p.add_argument("--batch", type=int, default=None,
                        help="the submitter's batch size: up to N consecutive autoEval / addModel calls of one "
                             "sender per transaction; 1 = one call per transaction (default: the site's "
-                            "LLMCHAIN_TX_BATCH, %s)" % settings.LLMCHAIN_TX_BATCH)
+                            f"LLMCHAIN_TX_BATCH, {settings.LLMCHAIN_TX_BATCH})")
         p.add_argument("--functions", type=name_list, default=None,
                        help="which calls to offer (default addModel,autoEval,humEval)")
         p.add_argument("--users", type=int, default=50, help="humEval senders, one nonce lane each (default 50)")
@@ -96,5 +96,6 @@ class Command(BaseCommand):
 
         summary = run_chain_bench(config, out)
         headline = {k: summary[k] for k in ("functions", "node_ceiling_tx_per_s", "ratio", "batch", "duration_s",
-                                            "rates", "submitter", "unconfirmed", "failed", "elapsed_s")}
+                                            "rates", "submitter", "unconfirmed", "failed", "duplicates", "on_chain_ok",
+                                            "elapsed_s")}
         self.stdout.write(json.dumps(headline))
