@@ -13,7 +13,7 @@ $(VENV)/.installed: requirements.txt
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
-	npm ci --no-audit --no-fund
+	npm install --no-audit --no-fund
 	touch $@
 
 install: $(VENV)/.installed node_modules/.installed
