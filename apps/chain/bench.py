@@ -12,6 +12,8 @@ What it measures, end to end through the code the site runs:
 - per step: confirmed evaluations per second = confirmed rows / (last confirmation - first
   enqueue), and latency percentiles of confirmed_at - created_at (enqueue to the submitter
   reading the receipt); every row of a step must be confirmed before the next step starts;
+  once a step saturates the pipeline (confirmed/s under 60 % of the offered rate, with a
+  backlog left when the load stopped) the function's higher rates are skipped (`--full-sweep`);
 - the raw node ceiling in the same run: signed no-op transfers from the anvil dev keys,
   pipelined in JSON-RPC batches, counted from the blocks that mined them.
 
@@ -61,6 +63,8 @@ ITEM = OutboxItem.Status
 FUNCTIONS = ("addModel", "autoEval", "humEval")
 DEFAULT_RATES = (50, 100, 200, 400, 700, 1000)
 PAPER_PEAK_PER_S = 420  # Fig. 7: 16-validator Besu cluster
+SATURATED_SHARE = 0.6
+SATURATED_DRAIN_S = 3.0
 
 
 class BenchError(RuntimeError):
@@ -78,7 +82,11 @@ class ChainBenchConfig:
     models: int = 16
     tick: float = 0.05  # the producer writes a bulk of rows this often
     drain_timeout: float = 120.0  # bounded wait for a step's rows after its load stops
-    ceiling_duration: float = 5.0
+    # Skip a function's higher rates once a step saturated the pipeline (confirmed/s under
+    # SATURATED_SHARE of the offered rate and a backlog left when the load stopped): each of
+    # them would only add a long drain (keeps the default run near 5 minutes).
+    stop_when_saturated: bool = True
+    ceiling_duration: float = 8.0
     submitter: str = "process"  # "process" (`manage.py chain submit`) or "thread"
     keep_rows: bool = False
     work_dir: Path | None = None  # anvil log, deployment file, submitter log
@@ -99,6 +107,11 @@ class StepResult:
     p50_ms: float
     p95_ms: float
     max_ms: float
+    drain_s: float  # last confirmation - last enqueue: about one block when the submitter keeps up
+
+    @property
+    def saturated(self) -> bool:
+        return self.per_s < SATURATED_SHARE * self.offered_per_s and self.drain_s > SATURATED_DRAIN_S
 
 
 @dataclass
@@ -223,6 +236,7 @@ class ChainBench:
         self.results: list[StepResult] = []
         self.expected: Counter = Counter()  # calls of each function confirmed outside the steps
         self.on_chain: dict[str, int] = {}
+        self.skipped: dict[str, list[int]] = {}
         self.ceiling: Ceiling | None = None
         self.notes: list[str] = []
 
@@ -271,10 +285,18 @@ class ChainBench:
             self.ceiling = self.measure_ceiling(cfg.ceiling_duration)
             self._print_header()
             for function in cfg.functions:
+                saturated: StepResult | None = None
                 for rate in cfg.rates:
+                    if saturated:
+                        self.skipped.setdefault(function, []).append(rate)
+                        self.out(f"{function:<10} {rate:>9}  skipped: saturated at offered {saturated.rate}/s "
+                                 f"({saturated.per_s:.0f}/s confirmed; --full-sweep runs it)")
+                        continue
                     result = self.step(function, rate)
                     self.results.append(result)
                     self._print_row(result)
+                    if cfg.stop_when_saturated and result.saturated:
+                        saturated = result
             self.submitter.stop()
             self.on_chain = self.count_on_chain()
         finally:
@@ -394,7 +416,7 @@ class ChainBench:
                 self.notes.append(f"{left} rows of {what} were still unconfirmed after {timeout:.0f} s "
                                   "(the next step ran with them in the queue)")
                 break
-            time.sleep(0.1)
+            time.sleep(0.25)  # a light poll: each read holds SQLite's shared lock for a moment
         if setup and counts[ITEM.FAILED]:
             error = qs.filter(status=ITEM.FAILED).values_list("key", "last_error").first()
             raise BenchError(f"setup failed: {counts[ITEM.FAILED]} rows of {what} failed, e.g. {error}")
@@ -425,17 +447,19 @@ class ChainBench:
         confirmed = [s for s in stats if s[0] == ITEM.CONFIRMED]
         latencies = [(s[2] - s[1]).total_seconds() * 1000 for s in confirmed]
         if confirmed:
-            span = (max(s[2] for s in confirmed) - min(s[1] for s in stats)).total_seconds()
+            last = max(s[2] for s in confirmed)
+            span = (last - min(s[1] for s in stats)).total_seconds()
             per_s = len(confirmed) / span if span > 0 else math.nan
+            drain_s = (last - max(s[1] for s in stats)).total_seconds()
         else:
-            per_s = 0.0
+            per_s, drain_s = 0.0, math.nan
         return StepResult(
             function=function, rate=rate, offered=total, offered_per_s=total / produced_s,
             confirmed=len(confirmed), failed=counts.get(ITEM.FAILED, 0),
             unconfirmed=counts.get(ITEM.PENDING, 0) + counts.get(ITEM.SIGNED, 0),
             duplicates=sum(1 for s in confirmed if s[4]), txs=len({s[3] for s in confirmed if s[3]}),
             per_s=per_s, p50_ms=percentile(latencies, 50), p95_ms=percentile(latencies, 95),
-            max_ms=max(latencies) if latencies else math.nan)
+            max_ms=max(latencies) if latencies else math.nan, drain_s=drain_s)
 
     def _stats(self, rows: list[OutboxItem]) -> list[tuple]:
         """(status, created_at, confirmed_at, transaction_id, duplicate) of a step's rows: the
@@ -533,11 +557,11 @@ class ChainBench:
                  f"({self.submitter.label}, DEBUG off); {cfg.users} humEval users; {cfg.duration:g} s per step; "
                  f"{connection.vendor} database")
         self.out(f"{'function':<10} {'offered/s':>9} {'actual/s':>8} {'items':>6} {'txs':>6} {'confirmed/s':>11} "
-                 f"{'p50 ms':>7} {'p95 ms':>7} {'max ms':>7} {'unconf':>6} {'failed':>6}")
+                 f"{'p50 ms':>7} {'p95 ms':>7} {'max ms':>7} {'drain s':>7} {'unconf':>6} {'failed':>6}")
 
     def _print_row(self, r: StepResult) -> None:
         self.out(f"{r.function:<10} {r.rate:>9} {r.offered_per_s:>8.0f} {r.offered:>6} {r.txs:>6} {r.per_s:>11.1f} "
-                 f"{r.p50_ms:>7.0f} {r.p95_ms:>7.0f} {r.max_ms:>7.0f} {r.unconfirmed:>6} {r.failed:>6}")
+                 f"{r.p50_ms:>7.0f} {r.p95_ms:>7.0f} {r.max_ms:>7.0f} {r.drain_s:>7.1f} {r.unconfirmed:>6} {r.failed:>6}")
 
     def summary(self, elapsed: float) -> dict:
         ceiling = self.ceiling.tx_per_s if self.ceiling else math.nan
@@ -549,7 +573,8 @@ class ChainBench:
             best = max(steps, key=lambda r: r.per_s)
             functions[fn] = {"peak_per_s": round(best.per_s, 1),
                              "p95_ms_at_peak": None if math.isnan(best.p95_ms) else round(best.p95_ms),
-                             "rate_at_peak": best.rate, "offered": sum(r.offered for r in steps),
+                             "rate_at_peak": best.rate, "saturated": any(r.saturated for r in steps),
+                             "offered": sum(r.offered for r in steps),
                              "confirmed": sum(r.confirmed for r in steps)}
         return {
             "functions": functions,
@@ -558,6 +583,7 @@ class ChainBench:
             "batch": self.cfg.batch,
             "duration_s": self.cfg.duration,
             "rates": list(self.cfg.rates),
+            "skipped": self.skipped,
             "submitter": self.cfg.submitter,
             "unconfirmed": sum(r.unconfirmed for r in self.results),
             "failed": sum(r.failed for r in self.results),
@@ -578,8 +604,10 @@ class ChainBench:
 
     def _print_footer(self, summary: dict) -> None:
         for fn, v in summary["functions"].items():
+            bound = ("saturated" if v["saturated"] else
+                     "not saturated: bounded by the offered rate, try higher --rates")
             self.out(f"peak {fn}: {v['peak_per_s']:.0f}/s at offered {v['rate_at_peak']}/s "
-                     f"(p95 {v['p95_ms_at_peak']} ms) = {summary['ratio'][fn]:.2f} x the node ceiling; "
+                     f"(p95 {v['p95_ms_at_peak']} ms) = {summary['ratio'][fn]:.2f} x the node ceiling; {bound}; "
                      f"paper: ~{PAPER_PEAK_PER_S}/s on 16 Besu validators")
         self.out("on-chain events: " + ", ".join(f"{fn} {n}" for fn, n in sorted(self.on_chain.items()))
                  + (" = the confirmed calls (setup included), each once" if summary["on_chain_ok"]

@@ -65,11 +65,14 @@ class Command(BaseCommand):
         p.add_argument("--submitter", choices=["process", "thread"], default="process",
                        help="run the submitter as `manage.py chain submit` in its own process (default) or in a "
                             "thread of the bench process")
-        p.add_argument("--ceiling-duration", type=float, default=5, help="seconds of no-op transfers (default 5)")
+        p.add_argument("--ceiling-duration", type=float, default=8, help="seconds of no-op transfers (default 8)")
         p.add_argument("--drain-timeout", type=float, default=120,
                        help="longest wait for a step's calls to be confirmed after its load stops (default 120)")
         p.add_argument("--work-dir", type=Path, default=None,
                        help="where the anvil and submitter logs go (default: a new temporary folder)")
+        p.add_argument("--full-sweep", action="store_true",
+                       help="offer every rate even after a function saturated (by default its higher rates are "
+                            "skipped once confirmed/s falls under 60%% of the offered rate with a backlog left)")
         p.add_argument("--keep-rows", action="store_true", help="keep the bench's rows in the database")
 
     def handle(self, *args, action, **opts):
@@ -79,7 +82,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
 
     def do_chain(self, rates=None, duration=10, batch=None, functions=None, users=50, submitter="process",
-                 ceiling_duration=5, drain_timeout=120, work_dir=None, keep_rows=False, **_):
+                 ceiling_duration=8, drain_timeout=120, work_dir=None, keep_rows=False, full_sweep=False, **_):
         from apps.chain.bench import DEFAULT_RATES, FUNCTIONS, ChainBenchConfig, run_chain_bench
 
         batch = settings.LLMCHAIN_TX_BATCH if batch is None else batch
@@ -88,7 +91,7 @@ class Command(BaseCommand):
         config = ChainBenchConfig(rates=rates or list(DEFAULT_RATES), duration=duration, batch=batch,
                                   functions=functions or list(FUNCTIONS), users=users, submitter=submitter,
                                   ceiling_duration=ceiling_duration, drain_timeout=drain_timeout,
-                                  work_dir=work_dir, keep_rows=keep_rows)
+                                  work_dir=work_dir, keep_rows=keep_rows, stop_when_saturated=not full_sweep)
 
         def out(line: str) -> None:
             self.stdout.write(line)
@@ -96,6 +99,6 @@ class Command(BaseCommand):
 
         summary = run_chain_bench(config, out)
         headline = {k: summary[k] for k in ("functions", "node_ceiling_tx_per_s", "ratio", "batch", "duration_s",
-                                            "rates", "submitter", "unconfirmed", "failed", "duplicates", "on_chain_ok",
-                                            "elapsed_s")}
+                                            "rates", "skipped", "submitter", "unconfirmed", "failed", "duplicates",
+                                            "on_chain_ok", "elapsed_s")}
         self.stdout.write(json.dumps(headline))
