@@ -11,6 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from eth_abi import decode
+from eth_utils import to_checksum_address
 
 from lib.reputation import GLOBAL_CONTEXT, ReputationError, ReputationModel
 
@@ -77,8 +78,6 @@ def replay(ledger: Ledger, events: list[dict]) -> ReputationModel:
                              a["sA"], a["wA"])
         elif name == "HumanEvaluated":
             sender, timestamp, args = calls[e["tx"]]
-            from eth_utils import to_checksum_address
-
             mirror.hum_eval(args[0], to_checksum_address(sender), timestamp, *args[1:])
         elif name == "ReputationUpdated":
             key = (e["tx"], a["interactionId"])

@@ -39,10 +39,6 @@ def fetch_events(ledger: Ledger, from_block: int, to_block: int) -> list[dict]:
     return out
 
 
-def _h(value: bytes) -> str:
-    return hex32(value)
-
-
 def fold(events: list[dict]) -> None:
     """Apply events to the tables (call inside a transaction)."""
     changes, reps = [], {}
@@ -53,29 +49,29 @@ def fold(events: list[dict]) -> None:
     for e in events:
         a, name = e["args"], e["event"]
         if "interactionId" in a:
-            touched_by_tx[(e["tx"], _h(a["interactionId"]))].add(name)
+            touched_by_tx[(e["tx"], hex32(a["interactionId"]))].add(name)
     for e in events:
         a, name = e["args"], e["event"]
         if name == "Registered":
             Registration.objects.update_or_create(address=a["account"], defaults={
                 "role": a["role"], "profile_cid": a["profileCid"], "registered_at": a["at"]})
         elif name == "ContextAdded":
-            Context.objects.get_or_create(context_id=_h(a["contextId"]),
+            Context.objects.get_or_create(context_id=hex32(a["contextId"]),
                                           defaults={"name": a["name"], "block_number": e["block"]})
         elif name == "ModelAdded":
-            LedgerModel.objects.get_or_create(model_id=_h(a["modelId"]), defaults={
+            LedgerModel.objects.get_or_create(model_id=hex32(a["modelId"]), defaults={
                 "owner": a["owner"], "metadata_cid": a["metadataCid"], "block_number": e["block"]})
         elif name == "AutoEvaluated":
             autos.append(Interaction(
-                interaction_id=_h(a["interactionId"]), model_id=_h(a["modelId"]), context_id=_h(a["contextId"]),
+                interaction_id=hex32(a["interactionId"]), model_id=hex32(a["modelId"]), context_id=hex32(a["contextId"]),
                 user=a["user"], has_reference=a["hasReference"], sa=a["sA"], wa=a["wA"],
                 evidence_cid=a["evidenceCid"], auto_tx=e["tx"], auto_block=e["block"]))
         elif name == "HumanEvaluated":
-            humans[_h(a["interactionId"])] = {"sh": a["sH"], "wh": a["wH"], "d_minutes": a["dMinutes"],
+            humans[hex32(a["interactionId"])] = {"sh": a["sH"], "wh": a["wH"], "d_minutes": a["dMinutes"],
                                              "human_tx": e["tx"]}
         elif name == "ReputationUpdated":
-            iid = _h(a["interactionId"])
-            row = dict(model_id=_h(a["modelId"]), context_id=_h(a["contextId"]), ra=a["rA"], rh=a["rH"], r=a["r"],
+            iid = hex32(a["interactionId"])
+            row = dict(model_id=hex32(a["modelId"]), context_id=hex32(a["contextId"]), ra=a["rA"], rh=a["rH"], r=a["r"],
                        n_auto=a["nAuto"], n_human=a["nHuman"])
             changes.append(ReputationChange(block_number=e["block"], log_index=e["log_index"], tx_hash=e["tx"],
                                             interaction_id=iid, **row))

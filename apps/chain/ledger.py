@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from django.conf import settings
+from eth_utils import keccak
+
+from lib.reputation import answer_score
 
 from .abi import ContractAbi
 from .client import ChainClient, Reverted
@@ -145,14 +148,10 @@ class Ledger:
         """True when a revert only says the call's effect is already on-chain, as intended."""
         if function == "autoEval" and error == "InteractionExists":
             rec = self.view("reputation", "interaction", b32(payload["interactionId"]))
-            from eth_utils import keccak
-
             expected = (b32(payload["modelId"]), b32(payload["contextId"]), payload["user"],
                         bool(payload["hasReference"]), int(payload["sA"]), int(payload["wA"]))
             return tuple(rec[:6]) == expected and rec[10] == keccak(text=payload["evidenceCid"])
         if function == "humEval" and error == "AlreadyEvaluated":
-            from lib.reputation import answer_score
-
             rec = self.view("reputation", "interaction", b32(payload["interactionId"]))
             return bool(rec[8]) and rec[2] == sender and rec[6] == answer_score(
                 int(payload["reliability"]), int(payload["completeness"]), int(payload["utility"]))

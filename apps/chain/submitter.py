@@ -261,12 +261,10 @@ class Submitter:
                         tx_hash__in=[t.tx_hash for t in txs]).values_list("tx_hash", "pk"))
                     for t in txs:
                         t.pk = by_hash[t.tx_hash]
-                changed = []
+                # One UPDATE per transaction: every item in it gets the same status and link.
                 for tx, chunk in zip(txs, groups):
-                    for item in chunk:
-                        item.status, item.transaction_id = ITEM.SIGNED, tx.pk
-                        changed.append(item)
-                OutboxItem.objects.bulk_update(changed, ["status", "transaction"], batch_size=500)
+                    OutboxItem.objects.filter(pk__in=[i.pk for i in chunk]).update(
+                        status=ITEM.SIGNED, transaction_id=tx.pk)
                 Sender.objects.filter(pk=lane.pk).update(next_nonce=nonce)
                 lane.next_nonce = nonce
             self.stats["signed_txs"] += len(txs)
