@@ -141,3 +141,12 @@ LOGGING = {
 # Secrets that encrypt per-account signing keys at rest. The first encrypts, all decrypt:
 # to rotate, put the new secret first, run `manage.py chain rekey`, then drop the old one.
 LLMCHAIN_KEY_SECRETS = os.environ.get("LLMCHAIN_KEY_SECRETS", SECRET_KEY).split(",")
+
+# --- Evidence on IPFS (apps/chain/evidence.py) -----------------------------------------
+# "local": a content-addressed blob store on disk giving Kubo's CIDs (the embedded default);
+# "kubo": blobs also go, through the pin outbox, to a node speaking the Kubo RPC API.
+LLMCHAIN_IPFS_BACKEND = os.environ.get("LLMCHAIN_IPFS_BACKEND", "local")
+LLMCHAIN_IPFS_DIR = Path(os.environ.get("LLMCHAIN_IPFS_DIR", VAR_DIR / "ipfs"))
+LLMCHAIN_IPFS_API_URL = os.environ.get("LLMCHAIN_IPFS_API_URL", "http://127.0.0.1:5001")
+LLMCHAIN_IPFS_TIMEOUT_S = float(os.environ.get("LLMCHAIN_IPFS_TIMEOUT_S", "10"))
+LLMCHAIN_IPFS_RETRIES = int(os.environ.get("LLMCHAIN_IPFS_RETRIES", "2"))

@@ -195,3 +195,30 @@ class ReputationChange(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["block_number", "log_index"], name="one_row_per_log")]
         indexes = [models.Index(fields=["model_id", "context_id", "block_number"])]
+
+
+class EvidencePin(models.Model):
+    """A blob to copy to the IPFS node and pin there: the outbox of evidence.
+
+    The bytes stay in this row until the node has pinned them, so an IPFS outage delays the
+    copy and loses nothing; the CID is known (and may go on-chain) before the node sees them.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        PINNED = "pinned"
+        FAILED = "failed"  # the node stored something else under another CID; last_error says
+
+    cid = models.CharField(max_length=100, unique=True)
+    data = models.BinaryField(null=True)
+    size = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    next_attempt_at = models.DateTimeField(default=timezone.now)
+    claimed_until = models.DateTimeField(null=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    pinned_at = models.DateTimeField(null=True)
+
+    def __str__(self) -> str:
+        return f"{self.cid} {self.status}"

@@ -16,6 +16,7 @@ from apps.chain import indexer
 from apps.chain.audit import run_audit
 from apps.chain.client import ChainError, account_from_key
 from apps.chain.deploy import deploy, grant_role
+from apps.chain.evidence import default_store
 from apps.chain.keys import oracle_address
 from apps.chain.ledger import default_client, default_ledger
 from apps.chain.models import ChainTransaction, OutboxItem
@@ -103,9 +104,10 @@ class Command(BaseCommand):
     def do_work(self, **_):
         ledger = default_ledger()
         submitter = Submitter(ledger)
+        store = default_store()
         stop = []
         signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-        self.stdout.write("ledger worker: submitting and indexing (Ctrl-C stops it)")
+        self.stdout.write("ledger worker: submitting, indexing and pinning evidence (Ctrl-C stops it)")
         try:
             while not stop:
                 try:
@@ -115,6 +117,8 @@ class Command(BaseCommand):
                     self.stderr.write(f"chain unavailable: {exc}; retrying")
                     did = {}
                     time.sleep(2)
+                pinned = store.pin_pending()  # an IPFS outage only defers pins (backoff per row)
+                did = did or pinned["pinned"]
                 if not did:
                     time.sleep(0.3)
         except KeyboardInterrupt:

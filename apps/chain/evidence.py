@@ -1,0 +1,176 @@
+"""The evidence store: content-addressed blobs (model metadata, interaction evidence).
+
+`put` returns the CID at once, computed locally exactly as Kubo would; the bytes are kept on
+disk, and with the Kubo backend a pin row (the outbox of evidence) carries them to the IPFS
+node, so an outage of the node delays the copy and loses nothing. `get` always checks the
+bytes against the CID: a store that hands back something else is an error.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from lib import cid as cids
+from lib.cid import CidError, TooLarge  # noqa: F401  (part of this module's interface)
+
+from .ipfs import IpfsCorrupt, IpfsError, IpfsNotFound, IpfsUnavailable, KuboClient
+from .models import EvidencePin
+
+PIN_BACKOFF_MAX_S = 300
+
+
+class EvidenceMissing(LookupError):
+    """No store holds the content of this CID."""
+
+
+class EvidenceCorrupt(ValueError):
+    """A store holds bytes under this CID that are not its content."""
+
+
+class LocalBlobStore:
+    """Blobs on disk, one file per CID, written atomically."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def path(self, cid: str) -> Path:
+        cid = cids.normalize(cid)
+        return self.root / cid[-2:] / cid
+
+    def put(self, data: bytes) -> str:
+        cid = cids.cid_for(data)
+        path = self.path(cid)
+        if path.exists() and cids.matches(cid, path.read_bytes()):
+            return cid
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return cid
+
+    def get(self, cid: str) -> bytes:
+        path = self.path(cid)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise EvidenceMissing(f"{cids.normalize(cid)} is not in the local store") from None
+        if not cids.matches(cid, data):
+            raise EvidenceCorrupt(f"the local store's copy of {cids.normalize(cid)} is corrupt "
+                                  f"({len(data)} bytes that hash to something else): {path}")
+        return data
+
+    def has(self, cid: str) -> bool:
+        return self.path(cid).exists()
+
+
+class EvidenceStore:
+    def __init__(self, local: LocalBlobStore, kubo: KuboClient | None = None):
+        self.local = local
+        self.kubo = kubo
+
+    def put(self, data: bytes) -> str:
+        """Store `data`; returns its CID. With a node configured, queues the pin in the same step."""
+        data = bytes(data)
+        cid = self.local.put(data)
+        if self.kubo is not None:
+            with transaction.atomic():
+                EvidencePin.objects.get_or_create(cid=cid, defaults={"data": data, "size": len(data)})
+        return cid
+
+    def get(self, cid: str, *, timeout: float | None = None) -> bytes:
+        """The verified bytes of `cid`: from disk, a pin not yet sent, or the IPFS node."""
+        cid = cids.normalize(cid)
+        try:
+            return self.local.get(cid)
+        except EvidenceMissing:
+            pass
+        except EvidenceCorrupt:
+            if self.kubo is None:
+                raise
+        if self.kubo is None:
+            raise EvidenceMissing(f"{cid} is not in the local store")
+        pending = EvidencePin.objects.filter(cid=cid).exclude(data=None).values_list("data", flat=True).first()
+        if pending is not None and cids.matches(cid, bytes(pending)):
+            return bytes(pending)
+        try:
+            data = self.kubo.cat(cid, timeout=timeout)
+        except IpfsNotFound as exc:
+            raise EvidenceMissing(f"{cid} was not found on the IPFS node: {exc}") from exc
+        except IpfsCorrupt as exc:
+            raise EvidenceCorrupt(str(exc)) from exc
+        self.local.put(data)  # a verified copy: later reads need no node
+        return data
+
+    # --- the pin outbox ---------------------------------------------------------------------
+
+    def pin_pending(self, limit: int = 50, *, lease_s: float = 60) -> dict:
+        """Copy queued blobs to the node and pin them; returns counts. Safe to run in several workers."""
+        counts = {"pinned": 0, "deferred": 0, "failed": 0}
+        if self.kubo is None:
+            return counts
+        now = timezone.now()
+        due = Q(status=EvidencePin.Status.PENDING, next_attempt_at__lte=now) & (
+            Q(claimed_until=None) | Q(claimed_until__lt=now))
+        for pin_id in list(EvidencePin.objects.filter(due).order_by("id").values_list("id", flat=True)[:limit]):
+            # Claim the row with a conditional update, so two workers never pin the same blob.
+            claimed = EvidencePin.objects.filter(due, id=pin_id).update(
+                claimed_until=now + timedelta(seconds=lease_s))
+            if not claimed:
+                continue
+            pin = EvidencePin.objects.get(id=pin_id)
+            counts[self._pin_one(pin)] += 1
+        return counts
+
+    def _pin_one(self, pin: EvidencePin) -> str:
+        data = bytes(pin.data)
+        try:
+            if not cids.matches(pin.cid, data):
+                raise EvidenceCorrupt(f"the queued bytes of {pin.cid} do not match it")
+            self.kubo.add(data)
+            self.kubo.pin(pin.cid)
+        except IpfsUnavailable as exc:
+            delay = min(PIN_BACKOFF_MAX_S, 2 ** min(pin.attempts, 10))
+            EvidencePin.objects.filter(id=pin.id).update(
+                attempts=pin.attempts + 1, last_error=str(exc)[:2000], claimed_until=None,
+                next_attempt_at=timezone.now() + timedelta(seconds=delay))
+            return "deferred"
+        except (IpfsError, EvidenceCorrupt) as exc:
+            EvidencePin.objects.filter(id=pin.id).update(
+                attempts=pin.attempts + 1, last_error=str(exc)[:2000], claimed_until=None,
+                status=EvidencePin.Status.FAILED)
+            return "failed"
+        EvidencePin.objects.filter(id=pin.id).update(
+            attempts=pin.attempts + 1, status=EvidencePin.Status.PINNED, data=None, last_error="",
+            claimed_until=None, pinned_at=timezone.now())
+        return "pinned"
+
+    def pins_waiting(self) -> int:
+        return EvidencePin.objects.filter(status=EvidencePin.Status.PENDING).count()
+
+
+def kubo_client() -> KuboClient:
+    return KuboClient(settings.LLMCHAIN_IPFS_API_URL, timeout=settings.LLMCHAIN_IPFS_TIMEOUT_S,
+                      retries=settings.LLMCHAIN_IPFS_RETRIES)
+
+
+def default_store() -> EvidenceStore:
+    backend = settings.LLMCHAIN_IPFS_BACKEND
+    if backend not in ("local", "kubo"):
+        raise ValueError(f"LLMCHAIN_IPFS_BACKEND must be 'local' or 'kubo', not {backend!r}")
+    local = LocalBlobStore(settings.LLMCHAIN_IPFS_DIR)
+    return EvidenceStore(local, kubo_client() if backend == "kubo" else None)
