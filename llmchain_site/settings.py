@@ -100,7 +100,15 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+# Front-end libraries come from npm (package.json), served from node_modules: no CDN.
+STATICFILES_DIRS = [
+    BASE_DIR / "static",
+    ("vendor/htmx", BASE_DIR / "node_modules" / "htmx.org" / "dist"),
+    ("vendor/htmx-ext-ws", BASE_DIR / "node_modules" / "htmx-ext-ws"),
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "chat"
+LOGOUT_REDIRECT_URL = "board"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 
 REST_FRAMEWORK = {
@@ -150,3 +158,11 @@ LLMCHAIN_IPFS_DIR = Path(os.environ.get("LLMCHAIN_IPFS_DIR", VAR_DIR / "ipfs"))
 LLMCHAIN_IPFS_API_URL = os.environ.get("LLMCHAIN_IPFS_API_URL", "http://127.0.0.1:5001")
 LLMCHAIN_IPFS_TIMEOUT_S = float(os.environ.get("LLMCHAIN_IPFS_TIMEOUT_S", "10"))
 LLMCHAIN_IPFS_RETRIES = int(os.environ.get("LLMCHAIN_IPFS_RETRIES", "2"))
+
+# --- Models (apps/chat) -----------------------------------------------------------------
+# A model leaves the running list after this many failed health checks in a row.
+LLMCHAIN_HEALTH_FAILURES = int(os.environ.get("LLMCHAIN_HEALTH_FAILURES", "1"))
+LLMCHAIN_HEALTH_INTERVAL_S = float(os.environ.get("LLMCHAIN_HEALTH_INTERVAL_S", "30"))
+LLMCHAIN_ANSWER_MAX_TOKENS = int(os.environ.get("LLMCHAIN_ANSWER_MAX_TOKENS", "256"))
+# The built-in model server `make run` starts (python manage.py serve_model).
+LLMCHAIN_BUILTIN_MODEL_URL = os.environ.get("LLMCHAIN_BUILTIN_MODEL_URL", "http://127.0.0.1:8100/v1")

@@ -4,5 +4,6 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("apps.chain.urls")),
+    path("", include("apps.chat.urls")),
     path("", include("apps.leaderboard.urls")),
 ]

@@ -1,0 +1,54 @@
+"""Sign-up: a site account, its own chain key (encrypted at rest) and its on-chain identity."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from apps.chain import outbox
+from apps.chain.keys import admin_address, new_key
+
+from .models import Profile
+
+User = get_user_model()
+
+
+def check_sign_up(username: str, password: str | None, *, check_password: bool = True) -> None:
+    """Raise ValidationError (with field names) when the sign-up cannot go ahead."""
+    errors = {}
+    username = (username or "").strip()
+    if not username:
+        errors["username"] = ["Choose a user name."]
+    elif len(username) > 150 or not all(c.isalnum() or c in "@.+-_" for c in username):
+        errors["username"] = ["Use at most 150 letters, digits and @ . + - _ only."]
+    elif User.objects.filter(username__iexact=username).exists():
+        errors["username"] = ["That user name is taken."]
+    if check_password:
+        try:
+            validate_password(password or "", User(username=username))
+        except ValidationError as exc:
+            errors["password"] = list(exc.messages)
+    if errors:
+        raise ValidationError(errors)
+
+
+def sign_up(username: str, password: str | None, *, role: str = "user", check_password: bool = True) -> User:
+    """Create the account with a fresh key, and queue its Identity registration by the registrar.
+
+    `password=None` (service accounts only) makes an account nobody can log in to.
+    """
+    check_sign_up(username, password, check_password=check_password)
+    with transaction.atomic():
+        user = User.objects.create_user(username=username.strip(), password=password)
+        key = new_key(label=f"account:{user.username}")
+        profile = Profile.objects.create(user=user, address=key.address, is_developer=role == "developer")
+        outbox.enqueue("register", admin_address(), {"account": key.address, "role": role})
+    return user
+
+
+def profile_of(user) -> Profile | None:
+    if not getattr(user, "is_authenticated", False):
+        return None
+    return Profile.objects.filter(user=user).first()

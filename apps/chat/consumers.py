@@ -1,0 +1,75 @@
+"""The chat socket: a prompt comes in, the answer streams out token by token as htmx fragments."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.core.exceptions import ValidationError
+from django.template.loader import render_to_string
+from django.utils.html import escape
+
+from . import conversations
+from .gateway import GatewayError
+from .models import Conversation
+from .providers import stream_answer
+
+
+class ChatConsumer(AsyncWebsocketConsumer):
+    async def connect(self):
+        self.conversation = await self._conversation()
+        if self.conversation is None:
+            await self.close(code=4403)
+            return
+        self.group = f"conversation-{self.conversation.pk}"
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code):
+        if getattr(self, "group", None):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    @database_sync_to_async
+    def _conversation(self):
+        user = self.scope.get("user")
+        if not getattr(user, "is_authenticated", False):
+            return None
+        pk = self.scope["url_route"]["kwargs"]["pk"]
+        return Conversation.objects.select_related("model", "context").filter(pk=pk, user=user).first()
+
+    async def receive(self, text_data=None, bytes_data=None):
+        try:
+            prompt = json.loads(text_data or "{}").get("prompt", "")
+        except (ValueError, AttributeError):
+            prompt = ""
+        try:
+            interaction = await database_sync_to_async(conversations.begin_interaction)(
+                self.scope["user"], self.conversation, prompt)
+        except (ValidationError, PermissionError) as exc:
+            message = "; ".join(sum(exc.message_dict.values(), [])) if isinstance(exc, ValidationError) else str(exc)
+            await self.send(render_to_string("chat/_error.html", {"message": message}))
+            return
+        await self.send(render_to_string("chat/_turn_start.html", {"i": interaction}))
+        messages = await database_sync_to_async(conversations.history)(interaction)
+        parts: list[str] = []
+        try:
+            async for piece in stream_answer(self.conversation.model, messages, **conversations.answer_params()):
+                parts.append(piece)
+                await self.send(f'<div hx-swap-oob="beforeend:#answer-text-{interaction.pk}">'
+                                f"<span>{escape(piece)}</span></div>")
+        except GatewayError as exc:
+            await database_sync_to_async(conversations.fail_interaction)(interaction, str(exc), "".join(parts))
+        except asyncio.CancelledError:  # the page went away mid-answer: keep what came, evaluate nothing
+            await asyncio.shield(database_sync_to_async(conversations.fail_interaction)(
+                interaction, "the page was closed before the answer finished", "".join(parts)))
+            raise
+        else:
+            job = await database_sync_to_async(conversations.finish_interaction)(interaction, "".join(parts))
+            interaction.job = job
+        await self.send(render_to_string("chat/_turn_end.html", {"i": interaction}))
+
+    async def evaluation_update(self, event):
+        """Pushed by the oracle's workers when an evaluation moves on (issue: oracle)."""
+        await self.send(event["html"])

@@ -1,0 +1,81 @@
+"""Conversations and their interactions: the check_*/do_* functions behind page, socket and API."""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from apps.chain.models import Context
+from apps.oracle.models import EvaluationJob
+
+from .health import running_models
+from .models import Conversation, Interaction, RegisteredModel
+
+MAX_PROMPT = 8000
+
+
+def start_conversation(user, model: RegisteredModel, context: Context, title: str = "") -> Conversation:
+    if not getattr(user, "is_authenticated", False):
+        raise PermissionError("Log in to chat.")
+    if not running_models(context).filter(pk=model.pk).exists():
+        raise ValidationError({"model": [f"{model.name} is not running for {context.name} right now."]})
+    return Conversation.objects.create(user=user, model=model, context=context,
+                                       title=(title or f"{model.name} · {context.name}")[:200])
+
+
+def check_prompt(user, conversation: Conversation, prompt: str) -> str:
+    if conversation.user_id != getattr(user, "id", None):
+        raise PermissionError("This is not your conversation.")
+    prompt = (prompt or "").strip()
+    if not prompt:
+        raise ValidationError({"prompt": ["Write a message first."]})
+    if len(prompt) > MAX_PROMPT:
+        raise ValidationError({"prompt": [f"Keep a message under {MAX_PROMPT} characters."]})
+    if conversation.interactions.filter(status=Interaction.Status.STREAMING).exists():
+        raise ValidationError({"prompt": ["Wait for the current answer to finish."]})
+    model = conversation.model
+    if not model.running:
+        raise ValidationError({"prompt": [f"{model.name} is offline right now."]})
+    return prompt
+
+
+def begin_interaction(user, conversation: Conversation, prompt: str) -> Interaction:
+    prompt = check_prompt(user, conversation, prompt)
+    return Interaction.objects.create(conversation=conversation, prompt=prompt,
+                                      interaction_id="0x" + secrets.token_hex(32))
+
+
+def history(interaction: Interaction) -> list[dict]:
+    """The messages the model sees: earlier finished turns of the conversation, then the prompt."""
+    messages = []
+    for earlier in interaction.conversation.interactions.filter(
+            status=Interaction.Status.DONE, id__lt=interaction.id).order_by("id"):
+        messages += [{"role": "user", "content": earlier.prompt},
+                     {"role": "assistant", "content": earlier.answer}]
+    return messages + [{"role": "user", "content": interaction.prompt}]
+
+
+def finish_interaction(interaction: Interaction, answer: str) -> EvaluationJob:
+    """Save the answer and, in the same transaction, the oracle's evaluation job."""
+    now = timezone.now()
+    with transaction.atomic():
+        Interaction.objects.filter(pk=interaction.pk).update(
+            answer=answer, status=Interaction.Status.DONE, finished_at=now)
+        Conversation.objects.filter(pk=interaction.conversation_id).update(updated_at=now)
+        job, _ = EvaluationJob.objects.get_or_create(interaction=interaction)
+    interaction.answer, interaction.status, interaction.finished_at = answer, Interaction.Status.DONE, now
+    return job
+
+
+def fail_interaction(interaction: Interaction, error: str, partial: str = "") -> None:
+    Interaction.objects.filter(pk=interaction.pk).update(
+        answer=partial, status=Interaction.Status.FAILED, error=error[:2000], finished_at=timezone.now())
+    interaction.status, interaction.error, interaction.answer = Interaction.Status.FAILED, error, partial
+
+
+def answer_params() -> dict:
+    return {"max_tokens": settings.LLMCHAIN_ANSWER_MAX_TOKENS}

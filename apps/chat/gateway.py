@@ -1,0 +1,147 @@
+"""The one client for OpenAI-compatible chat-completions endpoints (vLLM, Ollama, llama.cpp
+server, TGI, hosted APIs, the built-in model server).
+
+Streaming with connect and read timeouts; bounded retries, but only before the first token
+arrives (a retry after that would repeat text the user has already seen); typed errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import httpx
+
+DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=60.0, write=10.0, pool=5.0)
+
+
+class GatewayError(RuntimeError):
+    """A model endpoint failed; `permanent` says whether a retry could help."""
+
+    permanent = False
+
+
+class EndpointUnavailable(GatewayError):
+    """Unreachable, timing out, or answering 5xx/429."""
+
+
+class EndpointRefused(GatewayError):
+    """The endpoint refused the request (4xx other than 429): fix the request or the key."""
+
+    permanent = True
+
+
+class BadResponse(GatewayError):
+    """The endpoint answered something that is not an OpenAI chat completion."""
+
+    permanent = True
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    base_url: str  # e.g. http://127.0.0.1:8100/v1
+    model: str
+    api_key: str = field(default="", repr=False)
+
+    def url(self, path: str) -> str:
+        base = self.base_url.rstrip("/")
+        if not base.endswith("/v1"):
+            base += "/v1"
+        return f"{base}/{path}"
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+
+def _error_for(response: httpx.Response, body: bytes) -> GatewayError:
+    try:
+        detail = json.loads(body).get("error", {})
+        message = detail.get("message") if isinstance(detail, dict) else str(detail)
+    except (ValueError, AttributeError):
+        message = body[:300].decode("utf-8", "replace")
+    text = f"{response.request.url.host} answered {response.status_code}: {message}"
+    if response.status_code == 429 or response.status_code >= 500:
+        return EndpointUnavailable(text)
+    return EndpointRefused(text)
+
+
+class Gateway:
+    def __init__(self, *, timeout: httpx.Timeout = DEFAULT_TIMEOUT, retries: int = 2, backoff: float = 0.5,
+                 transport: httpx.AsyncBaseTransport | None = None):
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self._transport = transport
+
+    def _client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(timeout=self.timeout, transport=self._transport)
+
+    async def stream_chat(self, endpoint: Endpoint, messages: list[dict], *, max_tokens: int = 512,
+                          temperature: float = 0.7, **extra) -> AsyncIterator[str]:
+        """Yield the answer's text piece by piece as the endpoint streams it."""
+        payload = {"model": endpoint.model, "messages": messages, "max_tokens": max_tokens,
+                   "temperature": temperature, "stream": True, **extra}
+        started = False
+        for attempt in range(self.retries + 1):
+            try:
+                async with self._client() as client, client.stream(
+                        "POST", endpoint.url("chat/completions"), json=payload,
+                        headers=endpoint.headers()) as response:
+                    if response.status_code != 200:
+                        raise _error_for(response, await response.aread())
+                    async for piece in _sse_text(response):
+                        started = True
+                        yield piece
+                    return
+            except httpx.TimeoutException as exc:
+                error: GatewayError = EndpointUnavailable(f"{endpoint.base_url} timed out: {exc!r}")
+            except httpx.TransportError as exc:
+                error = EndpointUnavailable(f"{endpoint.base_url} is unreachable: {exc!r}")
+            except GatewayError as exc:
+                error = exc
+            if started or error.permanent or attempt == self.retries:
+                raise error
+            await asyncio.sleep(self.backoff * 2**attempt)
+
+    async def complete(self, endpoint: Endpoint, messages: list[dict], **params) -> str:
+        """The whole answer as one string (streamed underneath, so read timeouts apply per piece)."""
+        return "".join([piece async for piece in self.stream_chat(endpoint, messages, **params)])
+
+    async def check(self, endpoint: Endpoint) -> None:
+        """Raise unless the endpoint lists its models and serves the configured one."""
+        try:
+            async with self._client() as client:
+                response = await client.get(endpoint.url("models"), headers=endpoint.headers())
+        except httpx.TimeoutException as exc:
+            raise EndpointUnavailable(f"{endpoint.base_url} timed out: {exc!r}") from exc
+        except httpx.TransportError as exc:
+            raise EndpointUnavailable(f"{endpoint.base_url} is unreachable: {exc!r}") from exc
+        if response.status_code != 200:
+            raise _error_for(response, response.content)
+        try:
+            ids = [m["id"] for m in response.json()["data"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BadResponse(f"{endpoint.base_url}/models is not an OpenAI model list") from exc
+        if endpoint.model not in ids:
+            raise EndpointRefused(f"{endpoint.base_url} does not serve {endpoint.model!r} (it lists {ids[:5]})")
+
+
+async def _sse_text(response: httpx.Response) -> AsyncIterator[str]:
+    async for line in response.aiter_lines():
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        try:
+            chunk = json.loads(data)
+        except ValueError as exc:
+            raise BadResponse(f"not a JSON event in the stream: {data[:120]!r}") from exc
+        if "error" in chunk:
+            raise EndpointUnavailable(f"the endpoint failed mid-answer: {chunk['error']}")
+        for choice in chunk.get("choices") or []:
+            piece = (choice.get("delta") or {}).get("content")
+            if piece:
+                yield piece

@@ -1,0 +1,53 @@
+"""Connectivity checks (the paper's oracle pings): a model that fails them leaves the running
+list, and comes back as soon as it answers again."""
+
+from __future__ import annotations
+
+import asyncio
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from .gateway import Gateway, GatewayError
+from .models import RegisteredModel
+from .providers import endpoint_of
+
+
+async def _check(gateway: Gateway, model: RegisteredModel) -> str:
+    try:
+        await gateway.check(endpoint_of(model))
+    except GatewayError as exc:
+        return str(exc)
+    return ""
+
+
+def run_checks(gateway: Gateway | None = None) -> dict[str, str]:
+    """Check every enabled endpoint model at once; returns {name: error or ""}."""
+    gateway = gateway or Gateway(retries=0)
+    models = list(RegisteredModel.objects.filter(enabled=True, kind=RegisteredModel.Kind.OPENAI))
+
+    async def check_all():
+        return await asyncio.gather(*(_check(gateway, m) for m in models))
+
+    errors = asyncio.run(check_all()) if models else []
+    threshold = settings.LLMCHAIN_HEALTH_FAILURES
+    now = timezone.now()
+    for model, error in zip(models, errors):
+        failures = model.health_failures + 1 if error else 0
+        RegisteredModel.objects.filter(pk=model.pk).update(
+            healthy=failures < threshold, health_failures=failures, health_error=error[:2000],
+            health_checked_at=now)
+    return {m.name: e for m, e in zip(models, errors)}
+
+
+async def arun_checks(gateway: Gateway | None = None) -> dict[str, str]:
+    return await sync_to_async(run_checks, thread_sensitive=False)(gateway)
+
+
+def running_models(context=None):
+    qs = RegisteredModel.objects.filter(enabled=True, healthy=True)
+    if context is not None:  # a model that lists no contexts is meant for all of them
+        qs = qs.filter(Q(contexts=context) | Q(contexts=None)).distinct()
+    return qs

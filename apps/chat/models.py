@@ -1,0 +1,115 @@
+"""The user and LLM layers: accounts' chain identities, the model registry, conversations."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class Profile(models.Model):
+    """A site account's chain identity: its own address (the key is in chain.SigningKey)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="profile")
+    address = models.CharField(max_length=42, unique=True)
+    is_developer = models.BooleanField(default=False)
+    is_expert = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.address}"
+
+
+class RegisteredModel(models.Model):
+    """A model in the registry: how to reach it, and its identity on-chain and on IPFS."""
+
+    class Kind(models.TextChoices):
+        OPENAI = "openai-chat", "OpenAI-compatible endpoint"
+        REPLAY = "replay", "Replay of recorded answers"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="models")
+    name = models.CharField(max_length=100, unique=True)
+    provider = models.CharField(max_length=200)
+    description = models.TextField(blank=True, max_length=5000)
+    licence = models.CharField(max_length=200, blank=True)
+    parameters = models.CharField(max_length=100, blank=True)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.OPENAI)
+    endpoint_url = models.URLField(max_length=500, blank=True)
+    endpoint_model = models.CharField(max_length=200, blank=True)  # the model's name at the endpoint
+    api_key_encrypted = models.BinaryField(null=True, blank=True, editable=False)
+    contexts = models.ManyToManyField("chain.Context", blank=True, related_name="models")
+    is_judge = models.BooleanField(default=False)
+    # On-chain id: the sha2-256 digest of the first metadata CID, so the model's identity is
+    # the CID of its details (the paper); edits publish new CIDs under the same id.
+    model_id = models.CharField(max_length=66, unique=True)
+    metadata_cid = models.CharField(max_length=100)
+    enabled = models.BooleanField(default=True)  # the owner's switch
+    healthy = models.BooleanField(default=True)  # the last health checks' verdict
+    health_failures = models.PositiveIntegerField(default=0)
+    health_checked_at = models.DateTimeField(null=True, blank=True)
+    health_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def running(self) -> bool:
+        return self.enabled and self.healthy
+
+
+class ReplayAnswer(models.Model):
+    """A recorded answer a replay model gives to one turn of one known question."""
+
+    model = models.ForeignKey(RegisteredModel, on_delete=models.CASCADE, related_name="replay_answers")
+    question_id = models.CharField(max_length=64)
+    turn = models.PositiveSmallIntegerField()  # 1-based
+    prompt_key = models.CharField(max_length=64, db_index=True)  # hash of the normalised prompt
+    previous_key = models.CharField(max_length=64, blank=True)  # hash of the previous user turn
+    text = models.TextField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["model", "question_id", "turn"], name="one_answer_per_turn")]
+
+
+class Conversation(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
+    model = models.ForeignKey(RegisteredModel, on_delete=models.PROTECT, related_name="conversations")
+    context = models.ForeignKey("chain.Context", on_delete=models.PROTECT, related_name="conversations")
+    title = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class Interaction(models.Model):
+    """One prompt and the model's answer: what the oracle scores and the user rates."""
+
+    class Status(models.TextChoices):
+        STREAMING = "streaming"
+        DONE = "done"
+        FAILED = "failed"  # the model did not answer; nothing is evaluated
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="interactions")
+    interaction_id = models.CharField(max_length=66, unique=True)  # the on-chain id
+    prompt = models.TextField(max_length=20_000)
+    answer = models.TextField(blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.STREAMING)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return self.interaction_id

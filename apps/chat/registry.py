@@ -1,0 +1,127 @@
+"""The model registry: developers register models; metadata goes to IPFS, the id on-chain."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from apps.chain import outbox
+from apps.chain.evidence import default_store
+from apps.chain.models import Context
+from lib import records
+from lib.cid import parse as parse_cid
+
+from .accounts import profile_of
+from .models import RegisteredModel
+from .providers import encrypt_api_key
+
+NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.: ")
+
+
+@dataclass
+class ModelFields:
+    name: str
+    provider: str
+    endpoint_url: str = ""
+    endpoint_model: str = ""
+    api_key: str = ""
+    description: str = ""
+    licence: str = ""
+    parameters: str = ""
+    contexts: tuple[str, ...] = ()  # context ids (0x...)
+    kind: str = RegisteredModel.Kind.OPENAI
+
+
+def check_endpoint_url(url: str) -> str:
+    """An http(s) URL with a host; the error says what is wrong."""
+    parsed = urlparse(url or "")
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ValidationError({"endpoint_url": ["Give the endpoint's base URL, e.g. http://host:8000/v1."]})
+    if parsed.username or parsed.password:
+        raise ValidationError({"endpoint_url": ["Put credentials in the API key field, not in the URL."]})
+    try:
+        parsed.port
+    except ValueError:
+        raise ValidationError({"endpoint_url": ["The port is not a number from 1 to 65535."]}) from None
+    host = parsed.hostname
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        if "." not in host and host != "localhost":
+            raise ValidationError({"endpoint_url": [f"{host!r} is not a full host name."]}) from None
+    return url.rstrip("/")
+
+
+def check_fields(user, fields: ModelFields, *, instance: RegisteredModel | None = None) -> list[Context]:
+    """Authorise and validate; raises PermissionError or ValidationError, changes nothing."""
+    profile = profile_of(user)
+    if profile is None or not profile.is_developer:
+        raise PermissionError("Only accounts with the developer role can register models.")
+    if instance is not None and instance.owner_id != user.id:
+        raise PermissionError("Only the model's owner can change it.")
+    errors: dict[str, list[str]] = {}
+    name = (fields.name or "").strip()
+    if not name:
+        errors["name"] = ["Give the model a name."]
+    elif len(name) > 100 or not set(name) <= NAME_CHARS:
+        errors["name"] = ["Use at most 100 letters, digits, spaces and - _ . : only."]
+    elif RegisteredModel.objects.filter(name__iexact=name).exclude(pk=getattr(instance, "pk", None)).exists():
+        errors["name"] = [f"A model named {name!r} is already registered."]
+    if not (fields.provider or "").strip():
+        errors["provider"] = ["Say who provides the model."]
+    if fields.kind == RegisteredModel.Kind.OPENAI:
+        try:
+            check_endpoint_url(fields.endpoint_url)
+        except ValidationError as exc:
+            errors.update(exc.message_dict)
+        if not (fields.endpoint_model or "").strip():
+            errors["endpoint_model"] = ["Give the model's name at the endpoint (as /v1/models lists it)."]
+    for key, limit in (("description", 5000), ("licence", 200), ("parameters", 100), ("endpoint_model", 200),
+                       ("provider", 200), ("api_key", 500)):
+        if len(getattr(fields, key) or "") > limit:
+            errors[key] = [f"At most {limit} characters."]
+    contexts = list(Context.objects.filter(context_id__in=list(fields.contexts)))
+    if len(contexts) != len(set(fields.contexts)):
+        errors["contexts"] = ["Pick contexts from the list."]
+    if errors:
+        raise ValidationError(errors)
+    return contexts
+
+
+def _metadata(owner_address: str, fields: ModelFields, contexts: list[Context]) -> dict:
+    return records.model_metadata(
+        name=fields.name.strip(), provider=fields.provider.strip(), owner=owner_address,
+        endpoint_kind=fields.kind, parameters=fields.parameters.strip(), licence=fields.licence.strip(),
+        description=fields.description.strip(), model_name=fields.endpoint_model.strip(),
+        contexts=[c.name for c in contexts])
+
+
+def register_model(user, fields: ModelFields) -> RegisteredModel:
+    """Store the metadata on IPFS and queue addModel from the developer's own address."""
+    contexts = check_fields(user, fields)
+    profile = profile_of(user)
+    cid = default_store().put(records.canonical(_metadata(profile.address, fields, contexts)))
+    model_id = "0x" + parse_cid(cid).raw_digest.hex()
+    with transaction.atomic():
+        if RegisteredModel.objects.filter(model_id=model_id).exists():
+            raise ValidationError({"name": ["This exact model is already registered."]})
+        model = RegisteredModel.objects.create(
+            owner=user, name=fields.name.strip(), provider=fields.provider.strip(),
+            description=fields.description.strip(), licence=fields.licence.strip(),
+            parameters=fields.parameters.strip(), kind=fields.kind, endpoint_url=fields.endpoint_url.rstrip("/"),
+            endpoint_model=fields.endpoint_model.strip(), api_key_encrypted=encrypt_api_key(fields.api_key),
+            model_id=model_id, metadata_cid=cid)
+        model.contexts.set(contexts)
+        outbox.enqueue("addModel", profile.address, {"modelId": model_id, "metadataCid": cid})
+    return model
+
+
+def set_enabled(user, model: RegisteredModel, enabled: bool) -> None:
+    if model.owner_id != user.id:
+        raise PermissionError("Only the model's owner can take it offline or bring it back.")
+    RegisteredModel.objects.filter(pk=model.pk).update(enabled=enabled, updated_at=timezone.now())

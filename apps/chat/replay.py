@@ -1,0 +1,111 @@
+"""MT-Bench replay models: real recorded answers of real LLMs, served for the 80 questions."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from apps.chain import outbox
+from apps.chain.demo import DEMO_CONTEXTS, context_id
+from apps.chain.keys import admin_address
+from apps.chain.models import Context
+
+from .accounts import sign_up
+from .models import Profile, RegisteredModel, ReplayAnswer
+from .providers import prompt_key
+from .registry import ModelFields, register_model
+
+REPLAY_OWNER = "mt-bench-replay"
+
+
+class ImportError_(ValueError):
+    pass
+
+
+def read_questions(root: Path) -> dict[int, dict]:
+    path = root / "question.jsonl"
+    if not path.exists():
+        raise ImportError_(f"{path} is missing: PATH must be an MT-Bench folder with question.jsonl "
+                           "and model_answer/")
+    questions = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            q = json.loads(line)
+            questions[int(q["question_id"])] = q
+    return questions
+
+
+def replay_owner():
+    User = get_user_model()
+    user = User.objects.filter(username=REPLAY_OWNER).first()
+    if user is None:
+        user = sign_up(REPLAY_OWNER, None, role="developer", check_password=False)
+    return user
+
+
+def ensure_contexts(names=DEMO_CONTEXTS, wait_s: float = 120) -> list[Context]:
+    """Queue the MT-Bench categories as contexts and wait until the indexer has them."""
+    ids = [context_id(n) for n in names]
+    for name, cid in zip(names, ids):
+        if not Context.objects.filter(context_id=cid).exists():
+            outbox.enqueue("addContext", admin_address(), {"contextId": cid, "name": name})
+    deadline = time.monotonic() + wait_s
+    while Context.objects.filter(context_id__in=ids).count() < len(ids):
+        if time.monotonic() > deadline:
+            raise ImportError_("the contexts are not on-chain yet: is the ledger worker running "
+                               "(python manage.py chain work)?")
+        time.sleep(0.5)
+    return list(Context.objects.filter(context_id__in=ids))
+
+
+def import_mtbench(root: Path, *, contexts: list[Context], models: list[str] | None = None,
+                   progress=print) -> dict:
+    """Register one replay model per answer file; returns counts. Running it again adds nothing."""
+    root = Path(root)
+    questions = read_questions(root)
+    files = sorted((root / "model_answer").glob("*.jsonl"))
+    if models:
+        files = [f for f in files if f.stem in models]
+    if not files:
+        raise ImportError_(f"no answer files in {root / 'model_answer'}")
+    owner = replay_owner()
+    by_name = {c.name: c for c in contexts}
+    counts = {"models": 0, "answers": 0, "skipped": 0}
+    for f in files:
+        name = f.stem
+        if RegisteredModel.objects.filter(name=name).exists():
+            counts["skipped"] += 1
+            continue
+        answers = []
+        for line in f.read_text().splitlines():
+            if not line.strip():
+                continue
+            a = json.loads(line)
+            q = questions.get(int(a["question_id"]))
+            if q is None:
+                continue
+            turns = a["choices"][0]["turns"]
+            for turn, (prompt, text) in enumerate(zip(q["turns"], turns), start=1):
+                answers.append(ReplayAnswer(
+                    question_id=str(q["question_id"]), turn=turn, prompt_key=prompt_key(prompt),
+                    previous_key=prompt_key(q["turns"][turn - 2]) if turn > 1 else "", text=text))
+        categories = sorted({questions[int(a.question_id)]["category"] for a in answers})
+        fields = ModelFields(
+            name=name, provider="MT-Bench recorded answers (lm-sys/FastChat)", kind=RegisteredModel.Kind.REPLAY,
+            description=(f"Replays the recorded answers of {name} to the 80 MT-Bench questions and their "
+                         "follow-ups. It cannot answer anything else."),
+            licence="Apache-2.0 (answers data)",
+            contexts=tuple(by_name[c].context_id for c in categories if c in by_name))
+        with transaction.atomic():
+            model = register_model(owner, fields)
+            for a in answers:
+                a.model = model
+            ReplayAnswer.objects.bulk_create(answers)
+        counts["models"] += 1
+        counts["answers"] += len(answers)
+        progress(f"{name}: {len(answers)} answers")
+    return counts

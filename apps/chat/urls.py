@@ -1,0 +1,18 @@
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("signup/", views.signup, name="signup"),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("chat/", views.chat, name="chat"),
+    path("chat/models", views.chat_models, name="chat-models"),
+    path("chat/new", views.chat_new, name="chat-new"),
+    path("chat/<int:pk>/", views.conversation, name="conversation"),
+    path("models/", views.models_index, name="models"),
+    path("models/new", views.model_new, name="model-new"),
+    path("models/<int:pk>/", views.model_page, name="model"),
+    path("models/<int:pk>/enabled", views.model_toggle, name="model-toggle"),
+]

@@ -1,0 +1,130 @@
+"""Pages: sign-up, chat, the model registry."""
+
+from __future__ import annotations
+
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpResponseForbidden
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from apps.chain.models import Context, LedgerModel, OutboxItem
+from lib.reputation import GLOBAL_CONTEXT
+
+from . import accounts, conversations, registry
+from .health import running_models
+from .models import Conversation, RegisteredModel
+
+GLOBAL_HEX = "0x" + GLOBAL_CONTEXT.hex()
+
+
+def _contexts():
+    return list(Context.objects.exclude(context_id=GLOBAL_HEX).order_by("name"))
+
+
+def signup(request):
+    errors = {}
+    if request.method == "POST":
+        try:
+            user = accounts.sign_up(request.POST.get("username", ""), request.POST.get("password", ""))
+        except ValidationError as exc:
+            errors = exc.message_dict
+        else:
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            return redirect("chat")
+    return render(request, "registration/signup.html", {"errors": errors, "username": request.POST.get("username", "")},
+                  status=400 if errors else 200)
+
+
+@login_required
+def chat(request, errors=None, status=200):
+    contexts = _contexts()
+    context = next((c for c in contexts if c.context_id == request.GET.get("context")), contexts[0] if contexts else None)
+    models = list(running_models(context)) if context else []
+    return render(request, "chat/index.html", {
+        "contexts": contexts, "context": context, "models": models, "errors": errors or {},
+        "conversations": Conversation.objects.filter(user=request.user).select_related("model", "context")[:50]},
+        status=status)
+
+
+@login_required
+def chat_models(request):
+    """The running models of a context (htmx swaps the select when the context changes)."""
+    context = Context.objects.filter(context_id=request.GET.get("context", "")).first()
+    return render(request, "chat/_model_select.html", {"models": running_models(context) if context else []})
+
+
+@login_required
+@require_POST
+def chat_new(request):
+    context = Context.objects.filter(context_id=request.POST.get("context", "")).exclude(context_id=GLOBAL_HEX).first()
+    model = RegisteredModel.objects.filter(pk=request.POST.get("model") or 0).first()
+    if context is None or model is None:
+        return chat(request, {"model": ["Pick a context and a running model."]}, status=400)
+    try:
+        conversation = conversations.start_conversation(request.user, model, context)
+    except ValidationError as exc:
+        return chat(request, exc.message_dict, status=400)
+    return redirect("conversation", conversation.pk)
+
+
+@login_required
+def conversation(request, pk):
+    conv = get_object_or_404(Conversation.objects.select_related("model", "context"), pk=pk)
+    if conv.user_id != request.user.id:
+        return HttpResponseForbidden("This is not your conversation.")
+    interactions = conv.interactions.select_related("evaluation")
+    return render(request, "chat/conversation.html", {"conversation": conv, "interactions": interactions})
+
+
+def models_index(request):
+    models = RegisteredModel.objects.select_related("owner").prefetch_related("contexts")
+    profile = accounts.profile_of(request.user)
+    return render(request, "chat/models.html", {"models": models, "can_register": bool(profile and profile.is_developer)})
+
+
+def _fields_from(post) -> registry.ModelFields:
+    return registry.ModelFields(
+        name=post.get("name", ""), provider=post.get("provider", ""), endpoint_url=post.get("endpoint_url", ""),
+        endpoint_model=post.get("endpoint_model", ""), api_key=post.get("api_key", ""),
+        description=post.get("description", ""), licence=post.get("licence", ""),
+        parameters=post.get("parameters", ""), contexts=tuple(post.getlist("contexts")))
+
+
+@login_required
+def model_new(request):
+    profile = accounts.profile_of(request.user)
+    if profile is None or not profile.is_developer:
+        return render(request, "chat/model_form.html", {"forbidden": True}, status=403)
+    errors, status = {}, 200
+    if request.method == "POST":
+        try:
+            model = registry.register_model(request.user, _fields_from(request.POST))
+        except ValidationError as exc:
+            errors, status = exc.message_dict, 400
+        except PermissionError as exc:
+            errors, status = {"form": [str(exc)]}, 403
+        else:
+            return redirect("model", model.pk)
+    return render(request, "chat/model_form.html", {"errors": errors, "values": request.POST, "contexts": _contexts()},
+                  status=status)
+
+
+def model_page(request, pk):
+    model = get_object_or_404(RegisteredModel.objects.prefetch_related("contexts"), pk=pk)
+    onchain = LedgerModel.objects.filter(model_id=model.model_id).first()
+    queued = OutboxItem.objects.filter(key=f"addModel:{model.model_id}").first()
+    return render(request, "chat/model.html", {"model": model, "onchain": onchain, "queued": queued,
+                                               "is_owner": request.user.id == model.owner_id})
+
+
+@login_required
+@require_POST
+def model_toggle(request, pk):
+    model = get_object_or_404(RegisteredModel, pk=pk)
+    try:
+        registry.set_enabled(request.user, model, request.POST.get("enabled") == "1")
+    except PermissionError as exc:
+        return HttpResponseForbidden(str(exc))
+    return redirect("model", model.pk)

@@ -1,0 +1,107 @@
+"""Chatting over the socket with a replay model: the answer streams as escaped htmx fragments,
+and the finished answer is saved together with its evaluation job."""
+
+import json
+
+import pytest
+from channels.testing import WebsocketCommunicator
+
+from apps.chat.consumers import ChatConsumer
+from apps.chat.conversations import start_conversation
+from apps.chat.models import Interaction
+from apps.chat.providers import REPLAY_REFUSAL
+from apps.chat.replay import import_mtbench
+from apps.oracle.models import EvaluationJob
+
+from .factories import make_contexts, user
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+QUESTION = "Write a haiku about <b>ledgers</b>."
+FOLLOW_UP = "Now make it rhyme."
+ANSWER_1 = "Blocks fall like <script>alert(1)</script> snow"
+ANSWER_2 = "Ledgers <img src=x onerror=alert(2)> glow"
+
+
+@pytest.fixture
+def replay_model(tmp_path, settings):
+    settings.LLMCHAIN_IPFS_DIR = tmp_path / "ipfs"
+    root = tmp_path / "mt_bench"
+    (root / "model_answer").mkdir(parents=True)
+    (root / "question.jsonl").write_text(json.dumps(
+        {"question_id": 1, "category": "writing", "turns": [QUESTION, FOLLOW_UP]}) + "\n")
+    (root / "model_answer" / "poet-1b.jsonl").write_text(json.dumps(
+        {"question_id": 1, "model_id": "poet-1b", "choices": [{"index": 0, "turns": [ANSWER_1, ANSWER_2]}]}) + "\n")
+    contexts = make_contexts("writing", "coding")
+    counts = import_mtbench(root, contexts=contexts, progress=lambda _: None)
+    assert counts == {"models": 1, "answers": 2, "skipped": 0}
+    from apps.chat.models import RegisteredModel
+    return RegisteredModel.objects.get(name="poet-1b"), contexts[0]
+
+
+async def ask(conversation, owner, prompt):
+    communicator = WebsocketCommunicator(ChatConsumer.as_asgi(), f"/ws/chat/{conversation.pk}/")
+    communicator.scope["user"] = owner
+    communicator.scope["url_route"] = {"kwargs": {"pk": conversation.pk}}
+    connected, _ = await communicator.connect()
+    assert connected
+    await communicator.send_to(text_data=json.dumps({"prompt": prompt, "HEADERS": {}}))
+    frames = []
+    while True:
+        frame = await communicator.receive_from(timeout=10)
+        frames.append(frame)
+        if 'outerHTML:#turn-' in frame or 'innerHTML:#chat-error"><p' in frame:
+            break
+    await communicator.disconnect()
+    return frames
+
+
+async def test_the_answer_streams_piece_by_piece_escaped_and_is_saved_with_its_job(replay_model):
+    from asgiref.sync import sync_to_async
+    model, writing = replay_model
+    alice = await sync_to_async(user)("alice")
+    conversation = await sync_to_async(start_conversation)(alice, model, writing)
+    frames = await ask(conversation, alice, QUESTION)
+    pieces = [f for f in frames if "beforeend:#answer-text-" in f]
+    assert len(pieces) >= 5  # token by token, not one block
+    html = "".join(frames)
+    assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    interaction = await sync_to_async(Interaction.objects.get)(conversation=conversation)
+    assert interaction.status == "done" and interaction.answer == ANSWER_1
+    job = await sync_to_async(EvaluationJob.objects.get)(interaction=interaction)
+    assert job.status == "queued"
+    # The follow-up is answered with the recorded second turn, the conversation as history.
+    frames = await ask(conversation, alice, FOLLOW_UP)
+    assert "<img src=x" not in "".join(frames)
+    second = await sync_to_async(Interaction.objects.filter(conversation=conversation).last)()
+    assert second.answer == ANSWER_2
+
+
+async def test_a_replay_model_says_plainly_it_cannot_answer_other_prompts(replay_model):
+    from asgiref.sync import sync_to_async
+    model, writing = replay_model
+    alice = await sync_to_async(user)("alice")
+    conversation = await sync_to_async(start_conversation)(alice, model, writing)
+    await ask(conversation, alice, "What is the capital of France?")
+    interaction = await sync_to_async(Interaction.objects.get)(conversation=conversation)
+    assert interaction.answer == REPLAY_REFUSAL
+    # A follow-up asked out of order is not a known turn either.
+    await ask(conversation, alice, FOLLOW_UP)
+    second = await sync_to_async(Interaction.objects.filter(conversation=conversation).last)()
+    assert second.answer == REPLAY_REFUSAL
+
+
+async def test_empty_prompts_and_strangers_are_refused(replay_model):
+    from asgiref.sync import sync_to_async
+    model, writing = replay_model
+    alice = await sync_to_async(user)("alice")
+    mallory = await sync_to_async(user)("mallory")
+    conversation = await sync_to_async(start_conversation)(alice, model, writing)
+    frames = await ask(conversation, alice, "   ")
+    assert "Write a message first" in frames[-1]
+    communicator = WebsocketCommunicator(ChatConsumer.as_asgi(), f"/ws/chat/{conversation.pk}/")
+    communicator.scope["user"] = mallory
+    communicator.scope["url_route"] = {"kwargs": {"pk": conversation.pk}}
+    connected, code = await communicator.connect()
+    assert not connected and code == 4403
+    assert not await sync_to_async(Interaction.objects.exists)()
