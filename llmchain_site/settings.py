@@ -143,7 +143,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"web3": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
+    "loggers": {"web3": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
 }
 
 # Secrets that encrypt per-account signing keys at rest. The first encrypts, all decrypt:

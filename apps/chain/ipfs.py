@@ -78,7 +78,7 @@ class KuboClient:
             message = response.text[:300]
         text = f"IPFS {path} failed ({response.status_code}): {message}"
         lowered = message.lower()
-        if "not found" in lowered or "timeout" in lowered or "deadline" in lowered or "aborted" in lowered:
+        if any(w in lowered for w in ("not found", "timeout", "timed out", "deadline", "aborted")):
             return IpfsNotFound(text)
         if response.status_code >= 500 and not message:
             return IpfsUnavailable(text)

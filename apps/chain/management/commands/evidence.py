@@ -6,13 +6,16 @@ import json
 import signal
 import sys
 import time
+from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from lib.cid import CidError, TooLarge
 
 from ...evidence import EvidenceCorrupt, EvidenceMissing, default_store
 from ...ipfs import IpfsError
+from ...ipfs_node import IpfsNode, ipfs_available
 from ...models import EvidencePin
 
 
@@ -29,6 +32,9 @@ class Command(BaseCommand):
         p = sub.add_parser("pin", help="copy queued blobs to the IPFS node and pin them")
         p.add_argument("--follow", action="store_true", help="keep running (Ctrl-C or SIGTERM stops)")
         sub.add_parser("status", help="pin outbox counts by status")
+        p = sub.add_parser("node", help="run a local js-ipfs node (Kubo RPC API) until Ctrl-C")
+        p.add_argument("--port", type=int, default=5001)
+        p.add_argument("--repo", type=Path, default=None, help="repo folder (default: var/ipfs-node)")
 
     def handle(self, *args, action, **opts):
         return getattr(self, f"do_{action}")(**opts)
@@ -80,6 +86,24 @@ class Command(BaseCommand):
             pass
         totals["waiting"] = store.pins_waiting()
         self.stdout.write(json.dumps(totals))
+
+    def do_node(self, port=5001, repo=None, **_):
+        if not ipfs_available():
+            raise CommandError("js-ipfs is not installed: run `npm install` in the project folder")
+        node = IpfsNode(repo=repo or settings.VAR_DIR / "ipfs-node", api_port=port,
+                        log_file=settings.VAR_DIR / "ipfs-node.log")
+        node.start()
+        self.stdout.write(f"IPFS node (Kubo RPC API) at {node.url}; set LLMCHAIN_IPFS_BACKEND=kubo "
+                          f"LLMCHAIN_IPFS_API_URL={node.url} to use it")
+        stop = []
+        signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+        try:
+            while not stop and node.is_up():
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            node.stop()
 
     def do_status(self, **_):
         counts = {s: EvidencePin.objects.filter(status=s).count() for s in EvidencePin.Status.values}
