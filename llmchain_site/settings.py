@@ -29,6 +29,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # the Swagger UI's assets, served from static (no CDN)
     "channels",
     "apps.chain",
     "apps.chat",
@@ -73,7 +76,12 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Workers and the web process share the file: wait for locks instead of failing.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+    # IMMEDIATE: a transaction takes the write lock when it starts, so two processes never
+    # deadlock upgrading read locks (SQLite's busy timeout cannot resolve that case); WAL lets
+    # readers go on while one process writes.
+    DATABASES["default"].setdefault("OPTIONS", {}).update({
+        "timeout": 30, "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"})
     # Tests start worker processes that must see the test database: keep it in a file.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -112,10 +120,23 @@ LOGOUT_REDIRECT_URL = "board"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 
 REST_FRAMEWORK = {
+    # Token first: a missing or bad credential gets 401 with `WWW-Authenticate: Token`.
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "LLMChain API",
+    "DESCRIPTION": "Models, contexts and conversations. Authenticate with a session or `Authorization: Token <key>` "
+                   "(POST /api/token).",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # --- The ledger (apps/chain) -----------------------------------------------------------
@@ -166,3 +187,5 @@ LLMCHAIN_HEALTH_INTERVAL_S = float(os.environ.get("LLMCHAIN_HEALTH_INTERVAL_S", 
 LLMCHAIN_ANSWER_MAX_TOKENS = int(os.environ.get("LLMCHAIN_ANSWER_MAX_TOKENS", "256"))
 # The built-in model server `make run` starts (python manage.py serve_model).
 LLMCHAIN_BUILTIN_MODEL_URL = os.environ.get("LLMCHAIN_BUILTIN_MODEL_URL", "http://127.0.0.1:8100/v1")
+# Where `make run` finds the MT-Bench data it imports as replay models (skipped when absent).
+LLMCHAIN_MTBENCH_DIR = Path(os.environ.get("LLMCHAIN_MTBENCH_DIR", BASE_DIR.parent / "shared" / "data" / "mt_bench"))

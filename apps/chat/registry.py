@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from apps.chain import outbox
 from apps.chain.evidence import default_store
-from apps.chain.models import Context
+from apps.chain.models import Context, OutboxItem
 from lib import records
 from lib.cid import parse as parse_cid
 
@@ -117,8 +117,16 @@ def register_model(user, fields: ModelFields) -> RegisteredModel:
             endpoint_model=fields.endpoint_model.strip(), api_key_encrypted=encrypt_api_key(fields.api_key),
             model_id=model_id, metadata_cid=cid)
         model.contexts.set(contexts)
-        outbox.enqueue("addModel", profile.address, {"modelId": model_id, "metadataCid": cid})
+        outbox.enqueue("addModel", profile.address, {"modelId": model_id, "metadataCid": cid},
+                       depends_on=registration_of(profile.address))
     return model
+
+
+def registration_of(address: str) -> OutboxItem | None:
+    """The account's own Identity registration, while it is not on-chain yet: calls from the
+    account must wait for it (the contract refuses unregistered senders)."""
+    return OutboxItem.objects.filter(key=f"register:{address}").exclude(
+        status=OutboxItem.Status.CONFIRMED).first()
 
 
 def set_enabled(user, model: RegisteredModel, enabled: bool) -> None:

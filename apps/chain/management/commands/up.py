@@ -19,6 +19,7 @@ from apps.chain.deploy import deploy, grant_role
 from apps.chain.keys import oracle_address
 from apps.chain.ledger import Deployment, default_client
 from apps.chain.node import AnvilNode
+from apps.chat.builtin import ensure_builtin_model
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
@@ -29,8 +30,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--addr", default="127.0.0.1:8000", help="where the site listens")
         parser.add_argument("--no-demo", action="store_true")
+        parser.add_argument("--no-model", action="store_true", help="do not start the built-in model server")
 
-    def handle(self, *args, addr, no_demo, **opts):
+    def handle(self, *args, addr, no_demo, no_model=False, **opts):
         def interrupt(*_):
             raise KeyboardInterrupt
 
@@ -41,16 +43,34 @@ class Command(BaseCommand):
             self._ensure_deployment()
             if not no_demo:
                 self.stdout.write(f"demo: {seed_demo()} calls queued")
-            worker = subprocess.Popen([sys.executable, "manage.py", "chain", "work"], cwd=settings.BASE_DIR)
-            children.append(worker)
+            children.append(self._child("chain", "work"))
+            if not no_model:
+                model_url = urlparse(settings.LLMCHAIN_BUILTIN_MODEL_URL)
+                children.append(self._child("serve_model", "--host", model_url.hostname or "127.0.0.1",
+                                            "--port", str(model_url.port or 8100)))
+                self.stdout.write(f"model: built-in {ensure_builtin_model().name} at {settings.LLMCHAIN_BUILTIN_MODEL_URL}")
+            children.append(self._child("health", "--follow", "--interval", "10"))
+            mtbench = Path(settings.LLMCHAIN_MTBENCH_DIR)
+            if not no_demo and (mtbench / "question.jsonl").exists():
+                self.stdout.write(f"models: importing the MT-Bench replay models from {mtbench} in the background")
+                children.append(self._child("import_mtbench", str(mtbench)))
             self.stdout.write(f"LLMChain on http://{addr}/  (Ctrl-C stops the site, the worker and the node)")
             call_command("runserver", addr, use_reloader=False)
         finally:
             for child in children:
-                child.terminate()
-                child.wait(10)
+                if child.poll() is None:
+                    child.terminate()
+            for child in children:
+                try:
+                    child.wait(15)
+                except subprocess.TimeoutExpired:
+                    child.kill()
             if node:
                 node.stop()
+
+    @staticmethod
+    def _child(*args: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "manage.py", *args], cwd=settings.BASE_DIR)
 
     def _ensure_node(self) -> AnvilNode | None:
         client = default_client()

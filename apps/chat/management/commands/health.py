@@ -1,0 +1,39 @@
+"""python manage.py health [--follow]: connectivity checks of every enabled endpoint model."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from ...health import run_checks
+
+
+class Command(BaseCommand):
+    help = "Check every enabled model endpoint; failing models leave the running list until they answer."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--follow", action="store_true", help="repeat every LLMCHAIN_HEALTH_INTERVAL_S")
+        parser.add_argument("--interval", type=float, default=None)
+
+    def handle(self, *args, follow=False, interval=None, **opts):
+        interval = interval or settings.LLMCHAIN_HEALTH_INTERVAL_S
+        stop = []
+        signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+        try:
+            while True:
+                results = run_checks()
+                down = {name: error for name, error in results.items() if error}
+                self.stdout.write(json.dumps({"checked": len(results), "down": down}))
+                if not follow or stop:
+                    return
+                deadline = time.monotonic() + interval
+                while time.monotonic() < deadline and not stop:
+                    time.sleep(0.2)
+                if stop:
+                    return
+        except KeyboardInterrupt:
+            return

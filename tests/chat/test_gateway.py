@@ -1,0 +1,105 @@
+"""The gateway to OpenAI-compatible endpoints: streaming, typed errors, retries only before the first token."""
+
+import json
+
+import httpx
+import pytest
+
+from apps.chat.gateway import BadResponse, Endpoint, EndpointRefused, EndpointUnavailable, Gateway
+
+ENDPOINT = Endpoint("http://models.test/v1", "tiny", api_key="sk-x")
+
+
+def sse(*pieces, error=None):
+    lines = [f"data: {json.dumps({'choices': [{'delta': {'content': p}}]})}\n\n" for p in pieces]
+    if error:
+        lines.append(f"data: {json.dumps({'error': error})}\n\n")
+    else:
+        lines.append("data: [DONE]\n\n")
+    return "".join(lines).encode()
+
+
+def gateway(handler, **kw):
+    return Gateway(transport=httpx.MockTransport(handler), backoff=0, **kw)
+
+
+async def test_pieces_stream_in_order_and_the_key_is_sent():
+    seen = {}
+
+    def handler(request):
+        seen["auth"] = request.headers.get("authorization")
+        seen["body"] = json.loads(request.content)
+        return httpx.Response(200, content=sse("Hel", "lo", "!"))
+
+    pieces = [p async for p in gateway(handler).stream_chat(ENDPOINT, [{"role": "user", "content": "hi"}])]
+    assert pieces == ["Hel", "lo", "!"]
+    assert seen["auth"] == "Bearer sk-x" and seen["body"]["stream"] is True and seen["body"]["model"] == "tiny"
+
+
+async def test_a_busy_endpoint_is_retried_before_the_first_token():
+    calls = []
+
+    def handler(request):
+        calls.append(1)
+        return httpx.Response(503, json={"error": {"message": "busy"}}) if len(calls) < 3 else httpx.Response(200, content=sse("ok"))
+
+    assert await gateway(handler, retries=2).complete(ENDPOINT, []) == "ok"
+    assert len(calls) == 3
+
+
+async def test_retries_are_bounded_and_the_error_is_typed():
+    def handler(request):
+        raise httpx.ConnectError("refused")
+
+    with pytest.raises(EndpointUnavailable, match="unreachable"):
+        await gateway(handler, retries=1).complete(ENDPOINT, [])
+
+
+async def test_a_refusal_is_permanent_and_not_retried():
+    calls = []
+
+    def handler(request):
+        calls.append(1)
+        return httpx.Response(401, json={"error": {"message": "bad key"}})
+
+    with pytest.raises(EndpointRefused, match="401: bad key") as err:
+        await gateway(handler).complete(ENDPOINT, [])
+    assert err.value.permanent and len(calls) == 1
+
+
+async def test_a_failure_after_the_first_token_is_not_retried():
+    calls = []
+
+    def handler(request):
+        calls.append(1)
+        return httpx.Response(200, content=sse("partial", error="out of memory"))
+
+    pieces = []
+    with pytest.raises(EndpointUnavailable, match="mid-answer"):
+        async for p in gateway(handler, retries=3).stream_chat(ENDPOINT, []):
+            pieces.append(p)
+    assert pieces == ["partial"] and len(calls) == 1
+
+
+async def test_garbage_in_the_stream_is_a_bad_response():
+    def handler(request):
+        return httpx.Response(200, content=b"data: {not json\n\n")
+
+    with pytest.raises(BadResponse):
+        await gateway(handler).complete(ENDPOINT, [])
+
+
+def test_base_urls_with_or_without_v1_reach_the_same_path():
+    assert Endpoint("http://h:1", "m").url("models") == Endpoint("http://h:1/v1/", "m").url("models") == "http://h:1/v1/models"
+
+
+@pytest.mark.slow
+async def test_the_built_in_model_server_streams_a_real_answer(model_server):
+    endpoint = Endpoint(model_server.url, model_server.model, model_server.api_key)
+    gw = Gateway()
+    await gw.check(endpoint)
+    pieces = [p async for p in gw.stream_chat(endpoint, [{"role": "user", "content": "Name a colour."}],
+                                              max_tokens=12, temperature=0)]
+    assert len(pieces) >= 2 and "".join(pieces).strip()
+    with pytest.raises(EndpointRefused):
+        await gw.check(Endpoint(model_server.url, model_server.model, "wrong-key"))
