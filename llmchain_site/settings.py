@@ -189,3 +189,11 @@ LLMCHAIN_ANSWER_MAX_TOKENS = int(os.environ.get("LLMCHAIN_ANSWER_MAX_TOKENS", "2
 LLMCHAIN_BUILTIN_MODEL_URL = os.environ.get("LLMCHAIN_BUILTIN_MODEL_URL", "http://127.0.0.1:8100/v1")
 # Where `make run` finds the MT-Bench data it imports as replay models (skipped when absent).
 LLMCHAIN_MTBENCH_DIR = Path(os.environ.get("LLMCHAIN_MTBENCH_DIR", BASE_DIR.parent / "shared" / "data" / "mt_bench"))
+
+# --- The oracle (apps/oracle) -----------------------------------------------------------
+LLMCHAIN_ORACLE_K = int(os.environ.get("LLMCHAIN_ORACLE_K", "3"))  # reference models per answer
+LLMCHAIN_ORACLE_TIMEOUT_S = float(os.environ.get("LLMCHAIN_ORACLE_TIMEOUT_S", "60"))  # per reference
+LLMCHAIN_ORACLE_METRIC = os.environ.get("LLMCHAIN_ORACLE_METRIC", "bertscore")
+LLMCHAIN_ORACLE_BATCH = int(os.environ.get("LLMCHAIN_ORACLE_BATCH", "16"))  # jobs scored together
+# A worker's claim on a job lasts this long; a killed worker's jobs pass to another after it.
+LLMCHAIN_ORACLE_LEASE_S = float(os.environ.get("LLMCHAIN_ORACLE_LEASE_S", "120"))

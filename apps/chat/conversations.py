@@ -67,8 +67,23 @@ def finish_interaction(interaction: Interaction, answer: str) -> EvaluationJob:
             answer=answer, status=Interaction.Status.DONE, finished_at=now)
         Conversation.objects.filter(pk=interaction.conversation_id).update(updated_at=now)
         job, _ = EvaluationJob.objects.get_or_create(interaction=interaction)
+        transaction.on_commit(wake_oracle)
     interaction.answer, interaction.status, interaction.finished_at = answer, Interaction.Status.DONE, now
     return job
+
+
+def wake_oracle() -> None:
+    """Best-effort: a lost wake-up only delays the job until the worker's next poll."""
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    if layer is None or not settings.REDIS_URL:  # the in-memory layer has no other process to wake
+        return
+    try:
+        async_to_sync(layer.send)("oracle-jobs", {"type": "job.created"})
+    except Exception:  # noqa: BLE001 - a full channel or a Redis hiccup must not fail the answer
+        pass
 
 
 def fail_interaction(interaction: Interaction, error: str, partial: str = "") -> None:

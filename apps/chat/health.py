@@ -46,8 +46,12 @@ async def arun_checks(gateway: Gateway | None = None) -> dict[str, str]:
     return await sync_to_async(run_checks, thread_sensitive=False)(gateway)
 
 
+def models_for(context, qs=None):
+    """Models meant for `context`: those listing it, and those listing none (meant for all)."""
+    qs = RegisteredModel.objects.all() if qs is None else qs
+    return qs.filter(Q(contexts=context) | Q(contexts=None)).distinct()
+
+
 def running_models(context=None):
     qs = RegisteredModel.objects.filter(enabled=True, healthy=True)
-    if context is not None:  # a model that lists no contexts is meant for all of them
-        qs = qs.filter(Q(contexts=context) | Q(contexts=None)).distinct()
-    return qs
+    return models_for(context, qs) if context is not None else qs

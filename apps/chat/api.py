@@ -1,0 +1,229 @@
+"""The JSON API: thin views over the same domain functions as the pages and the chat socket.
+
+Each view validates the input's types, calls one domain function, and renders; the domain's
+PermissionError becomes 403 and its ValidationError 400 with its field errors.
+"""
+
+from __future__ import annotations
+
+from asgiref.sync import async_to_sync
+from django.core.exceptions import ValidationError
+from django.db.models import Exists, OuterRef, Prefetch, Q
+from django.shortcuts import get_object_or_404
+from drf_spectacular.extensions import OpenApiViewExtension
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import generics, status
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.chain.models import Context, LedgerModel
+
+from . import conversations, registry
+from .gateway import Gateway, GatewayError
+from .health import models_for, running_models
+from .models import Conversation, Interaction, RegisteredModel
+from .providers import stream_answer
+from .serializers import (ContextSerializer, ConversationDetailSerializer, ConversationSerializer,
+                          EnabledSerializer, ErrorSerializer, EvidenceSerializer, FailedAnswerSerializer,
+                          InteractionSerializer, ModelFieldsSerializer, ModelSerializer, NewConversationSerializer,
+                          PromptSerializer)
+from .views import GLOBAL_HEX
+
+FIELD_ERRORS = OpenApiResponse(
+    {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}},
+    description="Field errors: {field: [messages]}.")
+FORBIDDEN = OpenApiResponse(ErrorSerializer, description="Not allowed; `detail` says why.")
+NOT_FOUND = OpenApiResponse(ErrorSerializer, description="No such object among yours.")
+ERROR = OpenApiResponse(ErrorSerializer, description="`detail` says what went wrong.")
+
+
+def _field_errors(exc: ValidationError) -> Response:
+    return Response(exc.message_dict, status=status.HTTP_400_BAD_REQUEST)
+
+
+def _models():
+    """Registered models, each with whether the ledger has indexed it."""
+    return (RegisteredModel.objects.prefetch_related("contexts")
+            .annotate(onchain=Exists(LedgerModel.objects.filter(model_id=OuterRef("model_id")))))
+
+
+def _interactions():
+    return Interaction.objects.select_related("evaluation")
+
+
+# --- Contexts and models -----------------------------------------------------------------------
+
+class ContextList(generics.ListAPIView):
+    """The contexts models are evaluated in."""
+
+    permission_classes = [AllowAny]
+    serializer_class = ContextSerializer
+    queryset = Context.objects.exclude(context_id=GLOBAL_HEX).order_by("name")
+
+
+class ModelList(APIView):
+    @extend_schema(
+        summary="List registered models",
+        parameters=[
+            OpenApiParameter("context", str, description="Only models serving this context id (0x...); a model "
+                             "that lists no contexts serves them all."),
+            OpenApiParameter("running", bool, description="1: only models that are enabled and healthy."),
+        ],
+        responses={200: ModelSerializer(many=True), 400: FIELD_ERRORS})
+    def get(self, request):
+        context = None
+        if request.query_params.get("context"):
+            context = Context.objects.filter(context_id=request.query_params["context"]).first()
+            if context is None:
+                return Response({"context": ["No context has this id."]}, status=status.HTTP_400_BAD_REQUEST)
+        if request.query_params.get("running", "").lower() in ("1", "true", "yes"):
+            ids = running_models(context).values("pk")
+        elif context is not None:
+            ids = models_for(context).values("pk")
+        else:
+            ids = None
+        models = _models() if ids is None else _models().filter(pk__in=ids)
+        return Response(ModelSerializer(models, many=True).data)
+
+    @extend_schema(
+        summary="Register a model (developers only)",
+        description="Stores the metadata on IPFS and queues addModel from the developer's address.",
+        request=ModelFieldsSerializer,
+        responses={201: ModelSerializer, 400: FIELD_ERRORS, 403: FORBIDDEN})
+    def post(self, request):
+        fields = ModelFieldsSerializer(data=request.data)
+        fields.is_valid(raise_exception=True)
+        try:
+            model = registry.register_model(request.user, fields.to_fields())
+        except PermissionError as exc:
+            raise PermissionDenied(str(exc)) from exc
+        except ValidationError as exc:
+            return _field_errors(exc)
+        return Response(ModelSerializer(_models().get(pk=model.pk)).data, status=status.HTTP_201_CREATED)
+
+
+class ModelDetail(APIView):
+    @extend_schema(summary="One registered model", responses={200: ModelSerializer, 404: NOT_FOUND})
+    def get(self, request, pk: int):
+        return Response(ModelSerializer(get_object_or_404(_models(), pk=pk)).data)
+
+    @extend_schema(summary="Take a model offline or bring it back (its owner only)", request=EnabledSerializer,
+                   responses={200: ModelSerializer, 400: FIELD_ERRORS, 403: FORBIDDEN, 404: NOT_FOUND})
+    def patch(self, request, pk: int):
+        model = get_object_or_404(RegisteredModel, pk=pk)
+        change = EnabledSerializer(data=request.data)
+        change.is_valid(raise_exception=True)
+        try:
+            registry.set_enabled(request.user, model, change.validated_data["enabled"])
+        except PermissionError as exc:
+            raise PermissionDenied(str(exc)) from exc
+        return Response(ModelSerializer(_models().get(pk=pk)).data)
+
+
+# --- Conversations --------------------------------------------------------------------------
+
+class ConversationList(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(summary="Your conversations, latest first", responses={200: ConversationSerializer(many=True)})
+    def get(self, request):
+        mine = Conversation.objects.filter(user=request.user).select_related("model", "context")
+        return Response(ConversationSerializer(mine, many=True).data)
+
+    @extend_schema(summary="Start a conversation with a running model in a context",
+                   request=NewConversationSerializer,
+                   responses={201: ConversationDetailSerializer, 400: FIELD_ERRORS})
+    def post(self, request):
+        choice = NewConversationSerializer(data=request.data)
+        choice.is_valid(raise_exception=True)
+        try:
+            conversation = conversations.start_conversation(
+                request.user, choice.validated_data["model"], choice.validated_data["context"])
+        except ValidationError as exc:
+            return _field_errors(exc)
+        return Response(ConversationDetailSerializer(conversation).data, status=status.HTTP_201_CREATED)
+
+
+def _own_conversation(request, pk: int) -> Conversation:
+    """Someone else's conversation is as good as missing: 404, not 403."""
+    return get_object_or_404(Conversation.objects.select_related("model", "context").prefetch_related(
+        Prefetch("interactions", queryset=_interactions())), pk=pk, user=request.user)
+
+
+class ConversationDetail(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(summary="One of your conversations, with its interactions",
+                   responses={200: ConversationDetailSerializer, 404: NOT_FOUND})
+    def get(self, request, pk: int):
+        return Response(ConversationDetailSerializer(_own_conversation(request, pk)).data)
+
+
+class ConversationMessages(APIView):
+    """Ask the conversation's model and wait for the whole answer (the chat socket streams it)."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(summary="Send a message and get the model's whole answer",
+                   request=PromptSerializer,
+                   responses={201: InteractionSerializer, 400: FIELD_ERRORS, 404: NOT_FOUND,
+                              502: OpenApiResponse(FailedAnswerSerializer,
+                                                   description="The model's endpoint failed; the interaction "
+                                                               "is saved as failed and is not evaluated.")})
+    def post(self, request, pk: int):
+        conversation = _own_conversation(request, pk)
+        message = PromptSerializer(data=request.data)
+        message.is_valid(raise_exception=True)
+        try:
+            interaction = conversations.begin_interaction(request.user, conversation, message.validated_data["prompt"])
+        except ValidationError as exc:
+            return _field_errors(exc)
+        except PermissionError as exc:
+            raise PermissionDenied(str(exc)) from exc
+        parts: list[str] = []
+        try:
+            async_to_sync(self._collect)(conversation.model, conversations.history(interaction), parts)
+        except GatewayError as exc:
+            conversations.fail_interaction(interaction, str(exc), "".join(parts))
+            failed = _interactions().get(pk=interaction.pk)
+            return Response({"detail": str(exc), "interaction": InteractionSerializer(failed).data},
+                            status=status.HTTP_502_BAD_GATEWAY)
+        except BaseException:  # never leave the conversation blocked behind a "streaming" turn
+            conversations.fail_interaction(interaction, "the answer failed on the server", "".join(parts))
+            raise
+        conversations.finish_interaction(interaction, "".join(parts))
+        return Response(InteractionSerializer(_interactions().get(pk=interaction.pk)).data,
+                        status=status.HTTP_201_CREATED)
+
+    def gateway(self) -> Gateway:
+        """The client for endpoint models (tests put a fake endpoint behind it)."""
+        return Gateway()
+
+    async def _collect(self, model: RegisteredModel, messages: list[dict], parts: list[str]) -> None:
+        async for piece in stream_answer(model, messages, self.gateway(), **conversations.answer_params()):
+            parts.append(piece)
+
+
+class InteractionDetail(generics.RetrieveAPIView):
+    """One of your interactions: the prompt, the answer, and its evaluation so far."""
+
+    permission_classes = [IsAuthenticated]
+    serializer_class = InteractionSerializer
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no user
+            return Interaction.objects.none()
+        return _interactions().filter(conversation__user=self.request.user)
+
+
+# --- The ledger's evidence API (apps/chain/views.evidence_api), described for the schema -------
+
+class EvidenceApiSchema(OpenApiViewExtension):
+    target_class = "apps.chain.views.evidence_api"
+
+    def view_replacement(self):
+        return extend_schema(
+            summary="A blob by CID, verified against its CID",
+            responses={200: EvidenceSerializer, 400: ERROR, 404: ERROR, 502: ERROR, 503: ERROR})(self.target)

@@ -1,0 +1,134 @@
+"""The API's shapes: what comes in (type checks only; the rules live in the domain) and what goes out.
+
+Nothing here ever reads or writes an API key back: `api_key` is write-only, and the model's
+endpoint (URL, name at the endpoint, encrypted key) is not part of any output.
+"""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from apps.chain.models import Context
+from apps.oracle.models import EvaluationJob
+
+from .models import Conversation, Interaction, RegisteredModel
+from .registry import ModelFields
+from .views import GLOBAL_HEX
+
+
+class ContextSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Context
+        fields = ["context_id", "name"]
+
+
+class ModelSerializer(serializers.ModelSerializer):
+    """A registered model as anyone may see it (no endpoint, no key)."""
+
+    contexts = ContextSerializer(many=True, read_only=True)
+    running = serializers.BooleanField(read_only=True, help_text="Enabled by its owner and healthy.")
+    onchain = serializers.BooleanField(read_only=True, help_text="The ledger has indexed its addModel.")
+
+    class Meta:
+        model = RegisteredModel
+        fields = ["id", "name", "provider", "kind", "description", "licence", "parameters", "contexts",
+                  "model_id", "metadata_cid", "running", "enabled", "healthy", "health_checked_at", "onchain"]
+        read_only_fields = fields
+
+
+class ModelFieldsSerializer(serializers.Serializer):
+    """A registration, as registry.ModelFields; register_model validates the values."""
+
+    name = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    provider = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    endpoint_url = serializers.CharField(default="", allow_blank=True, trim_whitespace=False,
+                                         help_text="The endpoint's base URL, e.g. http://host:8000/v1.")
+    endpoint_model = serializers.CharField(default="", allow_blank=True, trim_whitespace=False,
+                                           help_text="The model's name at the endpoint (as /v1/models lists it).")
+    api_key = serializers.CharField(default="", allow_blank=True, trim_whitespace=False, write_only=True,
+                                    style={"input_type": "password"},
+                                    help_text="Stored encrypted; never shown again.")
+    description = serializers.CharField(default="", allow_blank=True, trim_whitespace=False)
+    licence = serializers.CharField(default="", allow_blank=True, trim_whitespace=False)
+    parameters = serializers.CharField(default="", allow_blank=True, trim_whitespace=False)
+    contexts = serializers.ListField(child=serializers.CharField(), default=list,
+                                     help_text="Context ids (0x...); none means every context.")
+    kind = serializers.ChoiceField(choices=RegisteredModel.Kind.choices, default=RegisteredModel.Kind.OPENAI)
+
+    def to_fields(self) -> ModelFields:
+        data = self.validated_data
+        return ModelFields(**{**data, "contexts": tuple(data["contexts"])})
+
+
+class EnabledSerializer(serializers.Serializer):
+    enabled = serializers.BooleanField()
+
+
+class EvaluationSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = EvaluationJob
+        fields = ["status", "sa", "wa", "evidence_cid"]
+        read_only_fields = fields
+
+
+class InteractionSerializer(serializers.ModelSerializer):
+    evaluation = EvaluationSerializer(read_only=True, allow_null=True,
+                                      help_text="The oracle's automatic evaluation; null until the answer is done.")
+
+    class Meta:
+        model = Interaction
+        fields = ["id", "conversation", "interaction_id", "prompt", "answer", "status", "error",
+                  "created_at", "finished_at", "evaluation"]
+        read_only_fields = fields
+
+
+class ConversationSerializer(serializers.ModelSerializer):
+    model = serializers.PrimaryKeyRelatedField(read_only=True)
+    model_name = serializers.CharField(source="model.name", read_only=True)
+    context = serializers.SlugRelatedField(slug_field="context_id", read_only=True)
+    context_name = serializers.CharField(source="context.name", read_only=True)
+
+    class Meta:
+        model = Conversation
+        fields = ["id", "title", "model", "model_name", "context", "context_name", "created_at", "updated_at"]
+        read_only_fields = fields
+
+
+class ConversationDetailSerializer(ConversationSerializer):
+    interactions = InteractionSerializer(many=True, read_only=True)
+
+    class Meta(ConversationSerializer.Meta):
+        fields = ConversationSerializer.Meta.fields + ["interactions"]
+        read_only_fields = fields
+
+
+class NewConversationSerializer(serializers.Serializer):
+    model = serializers.PrimaryKeyRelatedField(queryset=RegisteredModel.objects.all(),
+                                               help_text="A registered model's id.")
+    context = serializers.SlugRelatedField(slug_field="context_id",
+                                           queryset=Context.objects.exclude(context_id=GLOBAL_HEX),
+                                           help_text="A context id (0x...), as /api/contexts lists them.")
+
+
+class PromptSerializer(serializers.Serializer):
+    prompt = serializers.CharField(allow_blank=True, trim_whitespace=False)
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+
+
+class FailedAnswerSerializer(serializers.Serializer):
+    detail = serializers.CharField(help_text="Why the model did not answer.")
+    interaction = InteractionSerializer()
+
+
+class EvidenceSerializer(serializers.Serializer):
+    """What apps.chain.views.describe says about a blob."""
+
+    cid = serializers.CharField()
+    size = serializers.IntegerField()
+    schema = serializers.CharField(allow_null=True, help_text="The record's schema, when the blob is a record.")
+    record = serializers.JSONField(allow_null=True, help_text="The parsed record.")
+    text = serializers.CharField(allow_null=True, help_text="The blob as text, when it is not a record.")
+    problem = serializers.CharField(allow_blank=True, help_text="Why the blob is not a record.")

@@ -1,0 +1,212 @@
+"""The automatic evaluation of one interaction (paper Sec. III-B, IV-B1), step by step.
+
+asking  → the top-k other running models of the context (by R) answer the same messages;
+          each answer is saved on the job as it arrives, so a restart never asks twice.
+scored  → Sa = mean calibrated metric(answer, ref_j), wa = mean R(ref model j, c).
+pinned  → the evidence record (prompt, answer, references, metric, scores) is on IPFS.
+submitted → autoEval is queued in the outbox under the interaction's idempotency key.
+onchain → the outbox says autoEval is confirmed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+
+from asgiref.sync import async_to_sync, sync_to_async
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Avg, F, Q
+from django.utils import timezone
+
+from apps.chain import outbox
+from apps.chain.evidence import default_store
+from apps.chain.keys import oracle_address
+from apps.chain.models import OutboxItem, Reputation
+from apps.chat.conversations import history
+from apps.chat.gateway import GatewayError
+from apps.chat.health import running_models
+from apps.chat.models import Interaction, RegisteredModel
+from apps.chat.providers import find_replay, stream_answer
+from apps.chat.registry import registration_of
+from lib import records
+from lib.reputation import WAD
+
+from .models import EvaluationJob
+from .notify import push_evaluation
+
+log = logging.getLogger(__name__)
+S = EvaluationJob.Status
+ACTIVE = (S.QUEUED, S.ASKING, S.SCORED, S.PINNED)
+INITIAL_R = WAD // 2  # a model without a REP in the context yet (REPUTATION.md: 0.5 when first)
+
+
+def reference_models(interaction: Interaction, k: int) -> list[RegisteredModel]:
+    """The top-k other running models of the interaction's context, ranked by R (unranked last)."""
+    conv = interaction.conversation
+    candidates = list(running_models(conv.context).exclude(pk=conv.model_id))
+    r = dict(Reputation.objects.filter(context_id=conv.context.context_id,
+                                       model_id__in=[m.model_id for m in candidates]).values_list("model_id", "r"))
+    candidates.sort(key=lambda m: (-(r.get(m.model_id, -1)), m.name))
+    return candidates[:k]
+
+
+def reputation_in(context_id: str, model_id: str) -> int:
+    row = Reputation.objects.filter(context_id=context_id, model_id=model_id).values_list("r", flat=True).first()
+    if row is not None:
+        return int(row)
+    mean = Reputation.objects.filter(context_id=context_id).aggregate(m=Avg("r"))["m"]
+    return int(mean) if mean is not None else INITIAL_R
+
+
+def claim(limit: int, lease_s: float | None = None) -> list[EvaluationJob]:
+    """Take up to `limit` active jobs that nobody holds; a conditional update makes it exclusive."""
+    lease_s = lease_s if lease_s is not None else settings.LLMCHAIN_ORACLE_LEASE_S
+    now = timezone.now()
+    free = Q(status__in=ACTIVE) & (Q(claimed_until=None) | Q(claimed_until__lt=now))
+    taken = []
+    for pk in list(EvaluationJob.objects.filter(free).order_by("id").values_list("pk", flat=True)[:limit]):
+        if EvaluationJob.objects.filter(free, pk=pk).update(claimed_until=now + timedelta(seconds=lease_s),
+                                                            attempts=F("attempts") + 1):
+            taken.append(EvaluationJob.objects.select_related(
+                "interaction__conversation__model", "interaction__conversation__context",
+                "interaction__conversation__user__profile").get(pk=pk))
+    return taken
+
+
+def _save(job: EvaluationJob, **fields) -> None:
+    fields["updated_at"] = timezone.now()
+    EvaluationJob.objects.filter(pk=job.pk).update(**fields)
+    for k, v in fields.items():
+        setattr(job, k, v)
+    transaction.on_commit(lambda: push_evaluation(job))
+
+
+# --- asking ---------------------------------------------------------------------------------
+
+async def _ask(model: RegisteredModel, messages: list[dict], timeout: float) -> tuple[str | None, str]:
+    if model.kind == RegisteredModel.Kind.REPLAY:
+        text = await sync_to_async(find_replay)(model.pk, messages)
+        return (text, "") if text is not None else (None, "no recorded answer to this prompt")
+    try:
+        parts = []
+        async with asyncio.timeout(timeout):
+            async for piece in stream_answer(model, messages, max_tokens=settings.LLMCHAIN_ANSWER_MAX_TOKENS,
+                                             temperature=0):
+                parts.append(piece)
+        return "".join(parts), ""
+    except TimeoutError:
+        return None, f"no answer within {timeout:g} s"
+    except GatewayError as exc:
+        return None, str(exc)[:500]
+
+
+def collect_references(job: EvaluationJob) -> None:
+    """Ask the reference models that have not answered yet; save each answer as it arrives."""
+    interaction = job.interaction
+    refs = list(job.references or [])
+    if not refs:
+        refs = [{"model": m.model_id, "name": m.name, "pk": m.pk, "text": None, "error": ""}
+                for m in reference_models(interaction, settings.LLMCHAIN_ORACLE_K)]
+        _save(job, references=refs, status=S.ASKING)
+    todo = [r for r in refs if r["text"] is None and not r["error"]]
+    if todo:
+        messages = history(interaction)
+        models = {m.pk: m for m in RegisteredModel.objects.filter(pk__in=[r["pk"] for r in todo])}
+
+        async def ask_all():
+            return await asyncio.gather(*(_ask(models[r["pk"]], messages, settings.LLMCHAIN_ORACLE_TIMEOUT_S)
+                                          for r in todo if r["pk"] in models))
+
+        for r, (text, error) in zip([r for r in todo if r["pk"] in models], async_to_sync(ask_all)()):
+            r["text"], r["error"] = text, error
+        for r in todo:
+            if r["pk"] not in models:
+                r["error"] = "model no longer registered"
+        _save(job, references=refs)
+
+
+# --- scoring, evidence, submission ----------------------------------------------------------
+
+def score_jobs(jobs: list[EvaluationJob], metric) -> None:
+    """One metric call for all pairs of all jobs: each distinct text is encoded once."""
+    pairs, owners = [], []
+    for job in jobs:
+        for i, r in enumerate(job.references):
+            if r["text"] is not None:
+                pairs.append((job.interaction.answer, r["text"]))
+                owners.append((job, i))
+    scores = metric.score_pairs(pairs) if pairs else []
+    for (job, i), s in zip(owners, scores):
+        job.references[i]["score"] = str(min(WAD, max(0, round(s * WAD))))
+    for job in jobs:
+        answered = [r for r in job.references if r["text"] is not None]
+        ctx = job.interaction.conversation.context.context_id
+        sa = sum(int(r["score"]) for r in answered) // len(answered) if answered else 0
+        wa = sum(reputation_in(ctx, r["model"]) for r in answered) // len(answered) if answered else 0
+        _save(job, references=job.references, sa=str(sa), wa=str(wa), status=S.SCORED)
+
+
+def pin_evidence(job: EvaluationJob, metric) -> None:
+    interaction = job.interaction
+    conv = interaction.conversation
+    messages = history(interaction)[:-1]
+    record = records.interaction_evidence(
+        interaction_id=interaction.interaction_id, context_id=conv.context.context_id,
+        context_name=conv.context.name, prompt=interaction.prompt, history=messages,
+        model_id=conv.model.model_id, answer=interaction.answer,
+        references=[{"model": r["model"], "text": r["text"], "score": r["score"]}
+                    for r in job.references if r["text"] is not None],
+        metric={"name": metric.name, "params": dict(metric.params)}, sa=job.sa, wa=job.wa)
+    cid = default_store().put(records.canonical(record))
+    _save(job, evidence_cid=cid, status=S.PINNED)
+
+
+def submit(job: EvaluationJob) -> None:
+    interaction = job.interaction
+    conv = interaction.conversation
+    user_address = conv.user.profile.address
+    has_reference = any(r["text"] is not None for r in job.references)
+    # autoEval needs the user registered and the model added: wait for those calls if queued.
+    waits = [registration_of(user_address),
+             OutboxItem.objects.filter(key=f"addModel:{conv.model.model_id}").exclude(
+                 status=OutboxItem.Status.CONFIRMED).first()]
+    depends_on = next((w for w in waits if w is not None), None)
+    with transaction.atomic():
+        item = outbox.enqueue("autoEval", oracle_address(), {
+            "interactionId": interaction.interaction_id, "modelId": conv.model.model_id,
+            "contextId": conv.context.context_id, "user": user_address, "hasReference": has_reference,
+            "sA": job.sa, "wA": job.wa, "evidenceCid": job.evidence_cid}, depends_on=depends_on)
+        _save(job, outbox_item=item, status=S.SUBMITTED, claimed_until=None)
+
+
+def process(jobs: list[EvaluationJob], metric) -> None:
+    """Move claimed jobs through every step they still need; safe to re-run after a crash."""
+    for job in jobs:
+        if job.status in (S.QUEUED, S.ASKING):
+            collect_references(job)
+    to_score = [j for j in jobs if j.status in (S.QUEUED, S.ASKING)]
+    if to_score:
+        score_jobs(to_score, metric)
+    for job in jobs:
+        if job.status == S.SCORED:
+            pin_evidence(job, metric)
+        if job.status == S.PINNED:
+            submit(job)
+
+
+def confirm_onchain() -> int:
+    """Mark submitted jobs whose autoEval is confirmed (or failed for good) and push the news."""
+    moved = 0
+    for job in EvaluationJob.objects.filter(status=S.SUBMITTED).select_related(
+            "outbox_item__transaction", "interaction__conversation"):
+        item = job.outbox_item
+        if item is None or item.status not in (OutboxItem.Status.CONFIRMED, OutboxItem.Status.FAILED):
+            continue
+        if item.status == OutboxItem.Status.CONFIRMED:
+            _save(job, status=S.ONCHAIN)
+        else:
+            _save(job, status=S.FAILED, last_error=f"autoEval refused: {item.last_error}")
+        moved += 1
+    return moved
