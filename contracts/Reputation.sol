@@ -118,12 +118,16 @@ contract Reputation {
     error NoHumanEvaluation();
     error AlreadyUpdated();
     error CounterOverflow();
+    error NotModelOwner(bytes32 modelId, address account);
+    error EmptyCid();
 
     // ------------------------------------------------------------------------------------
     // Events (an indexer rebuilds every score from these alone)
     // ------------------------------------------------------------------------------------
     event ContextAdded(bytes32 indexed contextId, string name);
     event ModelAdded(bytes32 indexed modelId, address indexed owner, string metadataCid);
+    /// A model's new metadata (IPFS CID), published by its owner; the latest one is current.
+    event ModelMetadataUpdated(bytes32 indexed modelId, string metadataCid);
     event AutoEvaluated(
         bytes32 indexed interactionId,
         bytes32 indexed modelId,
@@ -179,7 +183,8 @@ contract Reputation {
         emit ContextAdded(contextId, name);
     }
 
-    /// @notice Adds a model owned by the caller; DEVELOPER_ROLE only. Reverts on a duplicate id.
+    /// @notice Adds a model owned by the caller; DEVELOPER_ROLE only. Reverts on a duplicate id
+    ///         and on an empty metadata CID.
     function addModel(bytes32 modelId, string calldata metadataCid) external onlyRole(DEVELOPER_ROLE) {
         _addModel(modelId, metadataCid);
     }
@@ -193,6 +198,17 @@ contract Reputation {
         for (uint256 i = 0; i < modelIds.length; ++i) {
             _addModel(modelIds[i], metadataCids[i]);
         }
+    }
+
+    /// @notice Publishes new metadata (an IPFS CID) for a model; its owner only (no role needed,
+    ///         like `humEval`). The model keeps its id and scores. The CID is not stored: the
+    ///         `ModelMetadataUpdated` event is the record, and the latest one is current.
+    function updateModelMetadata(bytes32 modelId, string calldata metadataCid) external {
+        address owner = _models[modelId].owner;
+        if (owner == address(0)) revert UnknownModel(modelId);
+        if (msg.sender != owner) revert NotModelOwner(modelId, msg.sender);
+        if (bytes(metadataCid).length == 0) revert EmptyCid();
+        emit ModelMetadataUpdated(modelId, metadataCid);
     }
 
     // ------------------------------------------------------------------------------------
@@ -439,6 +455,7 @@ contract Reputation {
     function _addModel(bytes32 modelId, string calldata metadataCid) private {
         Model storage m = _models[modelId];
         if (m.owner != address(0)) revert ModelExists(modelId);
+        if (bytes(metadataCid).length == 0) revert EmptyCid();
         uint32 index = modelCount + 1;
         m.owner = msg.sender;
         m.index = index;

@@ -47,7 +47,10 @@ def all_events(ledger: Ledger, chunk: int = 10_000) -> list[dict]:
 
 
 def replay(ledger: Ledger, events: list[dict]) -> ReputationModel:
-    """The mirror's state after every call the events record, in chain order."""
+    """The mirror's state after every call the events record, in chain order.
+
+    Events that move no score (ModelMetadataUpdated: a model's new metadata CID) are skipped; the
+    audit compares scores only, not the LedgerModel rows."""
     mirror = ReputationModel()
     touched: dict[tuple[str, bytes], set[str]] = defaultdict(set)
     for e in events:

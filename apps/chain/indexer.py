@@ -45,6 +45,7 @@ def fold(events: list[dict]) -> None:
     autos = []
     humans: dict[str, dict] = {}
     combined: dict[str, str] = {}
+    metadata: dict[str, str] = {}  # model id -> its latest CID in these events (chain order)
     touched_by_tx: dict[tuple[str, str], set[str]] = defaultdict(set)
     for e in events:
         a, name = e["args"], e["event"]
@@ -61,6 +62,8 @@ def fold(events: list[dict]) -> None:
         elif name == "ModelAdded":
             LedgerModel.objects.get_or_create(model_id=hex32(a["modelId"]), defaults={
                 "owner": a["owner"], "metadata_cid": a["metadataCid"], "block_number": e["block"]})
+        elif name == "ModelMetadataUpdated":
+            metadata[hex32(a["modelId"])] = a["metadataCid"]
         elif name == "AutoEvaluated":
             autos.append(Interaction(
                 interaction_id=hex32(a["interactionId"]), model_id=hex32(a["modelId"]), context_id=hex32(a["contextId"]),
@@ -78,6 +81,10 @@ def fold(events: list[dict]) -> None:
             reps[(row["model_id"], row["context_id"])] = {**row, "block_number": e["block"]}
             if not touched_by_tx[(e["tx"], iid)] & {"AutoEvaluated", "HumanEvaluated"}:
                 combined[iid] = e["tx"]
+    # After the ModelAdded rows above (an update always follows its model's ModelAdded on-chain);
+    # block_number stays the block that added the model.
+    for model_id, cid in metadata.items():
+        LedgerModel.objects.filter(model_id=model_id).update(metadata_cid=cid)
     Interaction.objects.bulk_create(autos, ignore_conflicts=True, batch_size=500)
     for iid, fields in humans.items():
         Interaction.objects.filter(interaction_id=iid).update(**fields)

@@ -78,6 +78,8 @@ CALLS: dict[str, CallSpec] = {
     "addContext": CallSpec("reputation", lambda p: (b32(p["contextId"]), p["name"]), 200_000),
     "addModel": CallSpec("reputation", lambda p: (b32(p["modelId"]), p["metadataCid"]), 200_000,
                          "addModelBatch", 100_000),
+    # Sent by the model's owner; no batch form (an owner edits one model at a time).
+    "updateModelMetadata": CallSpec("reputation", lambda p: (b32(p["modelId"]), p["metadataCid"]), 100_000),
     "register": CallSpec("identity", lambda p: (p["account"], int(p["role"]), p.get("profileCid", "")),
                          300_000),
     "autoEval": CallSpec("reputation", _auto_eval_args, 350_000, "autoEvalBatch", 220_000),
@@ -88,7 +90,8 @@ CALLS: dict[str, CallSpec] = {
 }
 
 # Limits sit well above the measured use (contracts/README.md: autoEval <= 206k creating a REP,
-# humEval <= 113k, updateReputation <= 64k); a call that still runs out is retried with more.
+# humEval <= 113k, updateReputation <= 64k, updateModelMetadata <= 32k with a 200-character CID);
+# a call that still runs out is retried with more.
 BATCH_BASE_GAS = 60_000
 
 
@@ -163,6 +166,10 @@ class Ledger:
             return bool(self.view("reputation", "contextExists", b32(payload["contextId"]))[0])
         if function == "register" and error == "AlreadyRegistered":
             return bool(self.view("identity", "isRegistered", payload["account"])[0])
+        # updateModelMetadata: never. The contract keeps no CID to compare with (the event is the
+        # record) and none of its reverts (UnknownModel, NotModelOwner, EmptyCid) means "done";
+        # sending the same CID again is harmless (one more event, the same current CID), and the
+        # outbox key holds the CID, so each queued update is its own call.
         return False
 
 

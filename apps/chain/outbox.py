@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from eth_utils import is_checksum_address, to_checksum_address
+from eth_utils import is_checksum_address, keccak, to_checksum_address
 
 from lib.reputation import WAD, likert_ok
 
@@ -18,6 +18,7 @@ from .models import OutboxItem
 
 HEX32 = re.compile(r"^0x[0-9a-f]{64}$")
 ROLE_CODES = {"user": 1, "developer": 2, "oracle": 3, "expert": 4, "registrar": 5}
+KEY_MAX_LEN = OutboxItem._meta.get_field("key").max_length
 
 
 class InvalidCall(ValueError):
@@ -71,7 +72,7 @@ def check_call(function: str, payload: dict) -> dict:
         if int(ctx, 16) == 0:
             raise InvalidCall("context 0 is the global context and exists from deployment")
         return {"contextId": ctx, "name": _text(p.get("name"), "name")}
-    if function == "addModel":
+    if function in ("addModel", "updateModelMetadata"):
         return {"modelId": _id(p, "modelId"), "metadataCid": _text(p.get("metadataCid"), "metadataCid")}
     if function == "register":
         role = p.get("role")
@@ -101,6 +102,14 @@ def check_call(function: str, payload: dict) -> dict:
 
 
 def idempotency_key(function: str, payload: dict) -> str:
+    if function == "updateModelMetadata":
+        # One row per (model, CID): the same edit queued twice is one call, a new CID a new one.
+        # Publishing an earlier CID again (A, B, then A) needs its own `key` (e.g. with a revision).
+        # A CID too long for the key column (160) is replaced by its keccak256.
+        key = f"{function}:{payload['modelId']}:{payload['metadataCid']}"
+        if len(key) > KEY_MAX_LEN:
+            key = f"{function}:{payload['modelId']}:keccak:{keccak(text=payload['metadataCid']).hex()}"
+        return key
     subject = {"addContext": "contextId", "addModel": "modelId", "register": "account"}.get(
         function, "interactionId")
     return f"{function}:{payload[subject]}"

@@ -166,6 +166,22 @@ def test_add_model_and_add_model_batch_succeed_for_a_developer(fresh_chain, worl
 
 
 # ----------------------------------------------------------------------------------------------
+# Reputation.updateModelMetadata: only the model's owner (no role needed)
+# ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("caller", wrong("developer"))
+def test_update_model_metadata_reverts_for_anyone_but_the_models_owner(driver, world, caller):
+    err = expect_revert(lambda: driver.transact(world[caller], "reputation", "updateModelMetadata", M1, "bafy2"),
+                        "NotModelOwner")
+    assert err.args_[0] == M1 and err.args_[1].lower() == world[caller].address.lower()
+
+
+def test_update_model_metadata_succeeds_for_the_models_owner(fresh_chain, world):
+    receipt = fresh_chain.transact(world["developer"], "reputation", "updateModelMetadata", M1, "bafy2")
+    assert receipt.status == 1 and len(receipt.raw["logs"]) == 1
+    assert fresh_chain.view("reputation", "modelOwner", M1)[0] == world["developer"].address
+
+
+# ----------------------------------------------------------------------------------------------
 # Reputation.autoEval / autoEvalBatch: ORACLE only
 # ----------------------------------------------------------------------------------------------
 def auto_eval_args(world, iid=b"\x22" * 32):
