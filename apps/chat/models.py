@@ -43,6 +43,7 @@ class RegisteredModel(models.Model):
     # the CID of its details (the paper); edits publish new CIDs under the same id.
     model_id = models.CharField(max_length=66, unique=True)
     metadata_cid = models.CharField(max_length=100)
+    metadata_revision = models.PositiveIntegerField(default=0)  # edits published so far
     enabled = models.BooleanField(default=True)  # the owner's switch
     healthy = models.BooleanField(default=True)  # the last health checks' verdict
     health_failures = models.PositiveIntegerField(default=0)

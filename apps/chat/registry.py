@@ -129,6 +129,41 @@ def registration_of(address: str) -> OutboxItem | None:
         status=OutboxItem.Status.CONFIRMED).first()
 
 
+def update_model(user, model: RegisteredModel, fields: ModelFields) -> RegisteredModel:
+    """Publish edited metadata: a new CID on IPFS, announced on-chain under the same model id.
+
+    An empty API key keeps the stored one. Updates are chained in the outbox so they land in order.
+    """
+    fields.kind = model.kind
+    contexts = check_fields(user, fields, instance=model)
+    profile = profile_of(user)
+    cid = default_store().put(records.canonical(_metadata(profile.address, fields, contexts)))
+    with transaction.atomic():
+        model = RegisteredModel.objects.select_for_update().get(pk=model.pk)
+        if cid == model.metadata_cid:  # nothing public changed: nothing to publish
+            if fields.api_key:
+                model.api_key_encrypted = encrypt_api_key(fields.api_key)
+                model.save(update_fields=["api_key_encrypted"])
+            return model
+        previous = OutboxItem.objects.filter(
+            key__startswith=f"updateModelMetadata:{model.model_id}:").order_by("-id").first() or \
+            OutboxItem.objects.filter(key=f"addModel:{model.model_id}").first()
+        revision = model.metadata_revision + 1
+        outbox.enqueue("updateModelMetadata", profile.address, {"modelId": model.model_id, "metadataCid": cid},
+                       key=f"updateModelMetadata:{model.model_id}:{revision}",
+                       depends_on=previous if previous and previous.status != OutboxItem.Status.CONFIRMED else None)
+        model.name, model.provider = fields.name.strip(), fields.provider.strip()
+        model.description, model.licence = fields.description.strip(), fields.licence.strip()
+        model.parameters, model.endpoint_model = fields.parameters.strip(), fields.endpoint_model.strip()
+        model.endpoint_url = fields.endpoint_url.rstrip("/")
+        if fields.api_key:
+            model.api_key_encrypted = encrypt_api_key(fields.api_key)
+        model.metadata_cid, model.metadata_revision, model.updated_at = cid, revision, timezone.now()
+        model.save()
+        model.contexts.set(contexts)
+    return model
+
+
 def set_enabled(user, model: RegisteredModel, enabled: bool) -> None:
     if model.owner_id != user.id:
         raise PermissionError("Only the model's owner can take it offline or bring it back.")

@@ -15,4 +15,5 @@ urlpatterns = [
     path("models/new", views.model_new, name="model-new"),
     path("models/<int:pk>/", views.model_page, name="model"),
     path("models/<int:pk>/enabled", views.model_toggle, name="model-toggle"),
+    path("models/<int:pk>/edit", views.model_edit, name="model-edit"),
 ]

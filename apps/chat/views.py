@@ -111,6 +111,31 @@ def model_new(request):
                   status=status)
 
 
+@login_required
+def model_edit(request, pk):
+    model = get_object_or_404(RegisteredModel.objects.prefetch_related("contexts"), pk=pk)
+    if model.owner_id != request.user.id:
+        return HttpResponseForbidden("Only the model's owner can edit it.")
+    errors, status = {}, 200
+    values = request.POST if request.method == "POST" else {
+        "name": model.name, "provider": model.provider, "endpoint_url": model.endpoint_url,
+        "endpoint_model": model.endpoint_model, "parameters": model.parameters, "licence": model.licence,
+        "description": model.description}
+    if request.method == "POST":
+        try:
+            registry.update_model(request.user, model, _fields_from(request.POST))
+        except ValidationError as exc:
+            errors, status = exc.message_dict, 400
+        except PermissionError as exc:
+            errors, status = {"form": [str(exc)]}, 403
+        else:
+            return redirect("model", model.pk)
+    selected = request.POST.getlist("contexts") if request.method == "POST" else [
+        c.context_id for c in model.contexts.all()]
+    return render(request, "chat/model_form.html", {"errors": errors, "values": values, "contexts": _contexts(),
+                                                    "selected": selected, "model": model}, status=status)
+
+
 def model_page(request, pk):
     model = get_object_or_404(RegisteredModel.objects.prefetch_related("contexts"), pk=pk)
     onchain = LedgerModel.objects.filter(model_id=model.model_id).first()

@@ -115,3 +115,45 @@ def test_an_owner_takes_a_model_offline_and_back_and_nobody_else_can(client):
     client.post(f"/models/{model.pk}/enabled", {"enabled": "1"})
     model.refresh_from_db()
     assert model.running
+
+
+def test_an_owner_publishes_edited_metadata_under_a_new_cid_and_the_same_id(client):
+    from apps.chat.registry import update_model
+    dave = developer()
+    model = register_model(dave, fields())
+    first_cid, model_id = model.metadata_cid, model.model_id
+    updated = update_model(dave, model, fields(description="Now with <i>more</i> tokens", api_key=""))
+    assert updated.model_id == model_id and updated.metadata_cid != first_cid
+    assert records.parse(default_store().get(updated.metadata_cid))["description"] == "Now with <i>more</i> tokens"
+    item = OutboxItem.objects.get(function="updateModelMetadata")
+    assert item.payload == {"modelId": model_id, "metadataCid": updated.metadata_cid}
+    assert item.depends_on.key == f"addModel:{model_id}"  # lands after the model exists on-chain
+    assert decrypt_api_key(bytes(RegisteredModel.objects.get(pk=model.pk).api_key_encrypted)) == "sk-secret"
+    again = update_model(dave, updated, fields(description="Now with <i>more</i> tokens", api_key=""))
+    assert again.metadata_cid == updated.metadata_cid
+    assert OutboxItem.objects.filter(function="updateModelMetadata").count() == 1  # nothing new to publish
+    back = update_model(dave, again, fields(api_key=""))  # back to the first text: a third revision
+    assert back.metadata_cid == first_cid and back.metadata_revision == 2
+    assert OutboxItem.objects.filter(function="updateModelMetadata").count() == 2
+
+
+def test_only_the_owner_can_edit_and_bad_edits_change_nothing(client):
+    from apps.chat.registry import update_model
+    dave = developer()
+    model = register_model(dave, fields())
+    eve = developer("eve")
+    with pytest.raises(PermissionError, match="owner"):
+        update_model(eve, model, fields(description="hijacked"))
+    with pytest.raises(ValidationError):
+        update_model(dave, model, fields(endpoint_url="nope"))
+    model.refresh_from_db()
+    assert model.description == "A <b>tiny</b> model" and not OutboxItem.objects.filter(function="updateModelMetadata").exists()
+    client.force_login(eve)
+    assert client.get(f"/models/{model.pk}/edit").status_code == 403
+    client.force_login(dave)
+    page = client.post(f"/models/{model.pk}/edit", {"name": "tiny-7b", "provider": "Dave's lab",
+                                                    "endpoint_url": "http://127.0.0.1:9000/v1", "endpoint_model": "tiny",
+                                                    "description": "edited"})
+    assert page.status_code == 302
+    model.refresh_from_db()
+    assert model.description == "edited" and model.metadata_revision == 1
