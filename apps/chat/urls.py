@@ -10,6 +10,7 @@ urlpatterns = [
     path("chat/", views.chat, name="chat"),
     path("chat/models", views.chat_models, name="chat-models"),
     path("chat/new", views.chat_new, name="chat-new"),
+    path("chat/suggest", views.chat_suggest, name="chat-suggest"),
     path("chat/<int:pk>/", views.conversation, name="conversation"),
     path("models/", views.models_index, name="models"),
     path("models/new", views.model_new, name="model-new"),

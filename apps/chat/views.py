@@ -56,6 +56,15 @@ def chat_models(request):
 
 
 @login_required
+def chat_suggest(request):
+    """The contexts closest to what the user is about to ask (htmx fragment)."""
+    from .suggest import suggest
+
+    ranked = suggest(request.GET.get("prompt", "")[:2000])[:3]
+    return render(request, "chat/_suggestion.html", {"ranked": ranked})
+
+
+@login_required
 @require_POST
 def chat_new(request):
     context = Context.objects.filter(context_id=request.POST.get("context", "")).exclude(context_id=GLOBAL_HEX).first()
