@@ -1,9 +1,20 @@
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
 import pytest
 
 from apps.chain.client import ChainClient, account_from_key
 from apps.chain.deploy import deploy, grant_role
 from apps.chain.node import DEV_KEYS, AnvilNode, anvil_available
 from tests.support import Driver
+
+REPO = Path(__file__).resolve().parents[1]
+MODEL_API_KEY = "sk-local-test"
 
 
 def pytest_collection_modifyitems(config, items):
@@ -48,3 +59,43 @@ def fresh_chain(driver):
     snap = driver.snapshot()
     yield driver
     driver.revert_to(snap)
+
+
+@dataclass
+class RunningModelServer:
+    url: str
+    model: str
+    api_key: str
+    log_file: Path
+
+
+@pytest.fixture(scope="session")
+def model_server(tmp_path_factory) -> RunningModelServer:
+    """`manage.py serve_model` on a free port, with an API key; the first run converts the GGUF (~30 s)."""
+    log_file = tmp_path_factory.mktemp("model-server") / "serve_model.log"
+    with log_file.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "manage.py", "serve_model", "--port", "0", "--api-key", MODEL_API_KEY],
+                                cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        url = _wait_for_url(proc, log_file, timeout=300)
+        yield RunningModelServer(url=url, model="smollm2-135m-instruct", api_key=MODEL_API_KEY, log_file=log_file)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _wait_for_url(proc: subprocess.Popen, log_file: Path, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = re.search(r"on (http://\S+/v1)", log_file.read_text(errors="replace"))
+        if found:
+            return found.group(1)
+        if proc.poll() is not None:
+            raise RuntimeError(f"serve_model exited with {proc.returncode}:\n{log_file.read_text()[-3000:]}")
+        time.sleep(0.2)
+    raise RuntimeError(f"serve_model was not ready within {timeout} s:\n{log_file.read_text()[-3000:]}")

@@ -6,7 +6,6 @@ from __future__ import annotations
 from apps.chain.demo import context_id
 from apps.chain.models import Context
 from apps.chat.accounts import sign_up
-from apps.chat.models import Profile
 
 PASSWORD = "a long enough passphrase"
 
@@ -17,9 +16,7 @@ def make_contexts(*names: str) -> list[Context]:
 
 
 def developer(name: str = "dave"):
-    user = sign_up(name, PASSWORD)
-    Profile.objects.filter(user=user).update(is_developer=True)
-    return user
+    return sign_up(name, PASSWORD, role="developer")
 
 
 def user(name: str = "alice"):

@@ -1,0 +1,70 @@
+"""python manage.py serve_model: the built-in SmolLM2 behind an OpenAI-compatible API."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from apps.chat.modelserver import DEFAULT_MODEL_NAME, ModelLoadError, ModelServer, ServerConfig, load_model
+
+
+def default_cache_dir() -> Path:
+    """The converted model's cache: LLMCHAIN_MODEL_CACHE, else var/models/ (never committed)."""
+    return Path(os.environ.get("LLMCHAIN_MODEL_CACHE") or settings.VAR_DIR / "models" / DEFAULT_MODEL_NAME)
+
+
+class Command(BaseCommand):
+    help = "Serve the built-in SmolLM2-135M-Instruct over an OpenAI-compatible API (/v1/chat/completions)."
+    requires_system_checks = []  # needs neither the database nor the static files
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8100, help="0 picks a free port (the URL is printed)")
+        parser.add_argument("--api-key", default=os.environ.get("LLMCHAIN_MODEL_API_KEY"),
+                            help="require 'Authorization: Bearer KEY' (default: LLMCHAIN_MODEL_API_KEY)")
+        parser.add_argument("--model-name", default=DEFAULT_MODEL_NAME, help="the id clients send as 'model'")
+        parser.add_argument("--cache-dir", type=Path, default=None,
+                            help="where the converted model is kept (default: LLMCHAIN_MODEL_CACHE or var/models/)")
+        parser.add_argument("--threads", type=int, default=None, help="torch threads (default: half the cores)")
+        parser.add_argument("--context-length", type=int, default=2048, help="prompt plus answer, in tokens")
+
+    def handle(self, *args, host, port, api_key, model_name, cache_dir, threads, context_length, verbosity,
+               **opts):
+        if verbosity >= 2:
+            logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+        cache_dir = cache_dir or default_cache_dir()
+        if verbosity >= 1:
+            self.stdout.write(f"Loading {model_name} (cache: {cache_dir}; the first run converts the GGUF)")
+            self.stdout.flush()
+        try:
+            model = load_model(cache_dir, threads=threads)
+        except ModelLoadError as exc:
+            raise CommandError(str(exc)) from exc
+        config = ServerConfig(model_name=model_name, api_key=api_key or None, context_length=context_length)
+        try:
+            server = ModelServer((host, port), model, config)
+        except OSError as exc:
+            raise CommandError(f"cannot listen on {host}:{port}: {exc}") from exc
+
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
+        # serve_forever runs in a thread because shutdown() must be called from another one.
+        worker = threading.Thread(target=server.serve_forever, name="model-server", daemon=True)
+        worker.start()
+        self.stdout.write(f"Serving {model_name} on {server.url} (Ctrl-C stops it)")
+        self.stdout.flush()
+        try:
+            while not stop.wait(0.5) and worker.is_alive():
+                pass
+        finally:
+            server.shutdown()
+            server.server_close()
+            worker.join(5)
+        self.stdout.write("Model server stopped")

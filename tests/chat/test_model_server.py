@@ -1,0 +1,164 @@
+"""The built-in model server answers like an OpenAI endpoint: plain, streamed, with logprobs."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.slow
+
+QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+STORY = [{"role": "user", "content": "Write a long story about a dragon who learns to bake bread."}]
+
+
+def chat(api: httpx.Client, model_server, **body) -> httpx.Response:
+    return api.post("/chat/completions", json={"model": model_server.model, **body})
+
+
+def stream_events(api: httpx.Client, model_server, **body) -> list[tuple[float, object]]:
+    """Each SSE event with the time it arrived; '[DONE]' stays a string."""
+    events = []
+    with api.stream("POST", "/chat/completions", json={"model": model_server.model, "stream": True, **body}) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        for line in r.iter_lines():
+            if line.startswith("data: "):
+                data = line[len("data: "):]
+                events.append((time.monotonic(), data if data == "[DONE]" else json.loads(data)))
+    return events
+
+
+def streamed_text(events) -> str:
+    return "".join(e["choices"][0]["delta"].get("content") or "" for _, e in events
+                   if isinstance(e, dict) and e["choices"])
+
+
+def test_it_lists_its_model(api, model_server):
+    r = api.get("/models")
+    assert r.status_code == 200
+    assert [m["id"] for m in r.json()["data"]] == [model_server.model]
+    assert api.get(f"/models/{model_server.model}").json()["id"] == model_server.model
+
+
+def test_it_answers_a_question(api, model_server):
+    r = chat(api, model_server, messages=QUESTION, max_tokens=16, temperature=0)
+    assert r.status_code == 200
+    body = r.json()
+    assert body["object"] == "chat.completion"
+    choice = body["choices"][0]
+    assert choice["message"]["role"] == "assistant"
+    assert "Paris" in choice["message"]["content"]
+    assert choice["finish_reason"] in ("stop", "length")
+    usage = body["usage"]
+    assert usage["prompt_tokens"] > 0 and 0 < usage["completion_tokens"] <= 16
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+
+
+def test_a_streamed_answer_is_the_greedy_answer_in_pieces(api, model_server):
+    plain = chat(api, model_server, messages=STORY, max_tokens=24, temperature=0).json()
+    events = stream_events(api, model_server, messages=STORY, max_tokens=24, temperature=0)
+    chunks = [e for _, e in events if isinstance(e, dict)]
+    assert events[-1][1] == "[DONE]"
+    assert all(c["object"] == "chat.completion.chunk" and c["id"] == chunks[0]["id"] for c in chunks)
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert len([c for c in chunks if c["choices"][0]["delta"].get("content")]) > 5
+    assert chunks[-1]["choices"][0]["finish_reason"] == plain["choices"][0]["finish_reason"] == "length"
+    assert streamed_text(events) == plain["choices"][0]["message"]["content"]
+
+
+def test_tokens_arrive_while_the_answer_is_still_being_generated(api, model_server):
+    started = time.monotonic()
+    events = stream_events(api, model_server, messages=STORY, max_tokens=32, temperature=0)
+    first_token = next(t for t, e in events if isinstance(e, dict) and e["choices"][0]["delta"].get("content"))
+    done = events[-1][0]
+    assert done - first_token > 0.5 * (done - started)
+
+
+def test_logprobs_come_with_the_requested_alternatives(api, model_server):
+    r = chat(api, model_server, messages=QUESTION, max_tokens=8, temperature=0, logprobs=True, top_logprobs=5)
+    choice = r.json()["choices"][0]
+    content = choice["logprobs"]["content"]
+    assert len(content) == r.json()["usage"]["completion_tokens"]
+    assert bytes(b for entry in content for b in entry["bytes"]).decode() == choice["message"]["content"]
+    for entry in content:
+        assert entry["logprob"] <= 0
+        top = entry["top_logprobs"]
+        assert len(top) == 5
+        assert [t["logprob"] for t in top] == sorted((t["logprob"] for t in top), reverse=True)
+        # Greedy decoding picks the most likely token.
+        assert (entry["token"], entry["logprob"]) == (top[0]["token"], top[0]["logprob"])
+
+
+def test_streamed_logprobs_match_the_plain_ones(api, model_server):
+    body = dict(messages=QUESTION, max_tokens=8, temperature=0, logprobs=True, top_logprobs=2)
+    plain = chat(api, model_server, **body).json()["choices"][0]["logprobs"]["content"]
+    events = stream_events(api, model_server, **body)
+    streamed = [entry for _, e in events if isinstance(e, dict) and e["choices"] and e["choices"][0]["logprobs"]
+                for entry in e["choices"][0]["logprobs"]["content"]]
+    assert streamed == plain
+
+
+def test_a_seed_makes_sampling_repeatable(api, model_server):
+    body = dict(messages=STORY, max_tokens=12, temperature=1.0, top_p=0.95, seed=7, n=2)
+    first, second = (chat(api, model_server, **body).json() for _ in range(2))
+    assert len(first["choices"]) == 2
+    assert [c["message"]["content"] for c in first["choices"]] == [c["message"]["content"] for c in second["choices"]]
+
+
+def test_stream_usage_comes_last_when_asked(api, model_server):
+    events = stream_events(api, model_server, messages=QUESTION, max_tokens=4, stream_options={"include_usage": True})
+    usage_chunk = events[-2][1]
+    assert usage_chunk["choices"] == [] and usage_chunk["usage"]["completion_tokens"] <= 4
+
+
+@pytest.mark.parametrize("body, status, param", [
+    ({"max_tokens": 4}, 400, "messages"),
+    ({"messages": []}, 400, "messages"),
+    ({"messages": [{"role": "wizard", "content": "hi"}]}, 400, "messages[0].role"),
+    ({"messages": [{"role": "user", "content": 42}]}, 400, "messages[0].content"),
+    ({"messages": QUESTION, "max_tokens": 0}, 400, "max_tokens"),
+    ({"messages": QUESTION, "max_tokens": 100_000}, 400, "max_tokens"),
+    ({"messages": QUESTION, "temperature": 3}, 400, "temperature"),
+    ({"messages": QUESTION, "logprobs": True, "top_logprobs": 21}, 400, "top_logprobs"),
+    ({"messages": QUESTION, "top_logprobs": 2}, 400, "top_logprobs"),
+    ({"messages": QUESTION, "model": "gpt-17"}, 404, "model"),
+])
+def test_bad_requests_get_an_openai_error(api, model_server, body, status, param):
+    r = api.post("/chat/completions", json={"model": model_server.model, **body})
+    assert r.status_code == status
+    error = r.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["param"] == param and error["message"]
+
+
+def test_a_body_that_is_not_json_is_refused(api):
+    r = api.post("/chat/completions", content=b"{not json", headers={"Content-Type": "application/json"})
+    assert r.status_code == 400
+    assert r.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_a_conversation_longer_than_the_context_is_refused(api, model_server):
+    long = [{"role": "user", "content": "word " * 3000}]
+    r = chat(api, model_server, messages=long, max_tokens=4)
+    assert r.status_code == 400
+    assert r.json()["error"]["code"] == "context_length_exceeded"
+
+
+def test_unknown_paths_and_methods_are_refused(api):
+    assert api.get("/completions/nothing").status_code == 404
+    assert api.get("/models/gpt-17").status_code == 404
+    r = api.get("/chat/completions")
+    assert r.status_code == 405 and r.headers["allow"] == "POST"
+    assert r.json()["error"]["code"] == "method_not_allowed"
+
+
+@pytest.mark.parametrize("header", [None, "Bearer wrong-key", "sk-local-test"])
+def test_requests_without_the_api_key_are_refused(model_server, header):
+    headers = {"Authorization": header} if header else {}
+    r = httpx.post(f"{model_server.url}/chat/completions", headers=headers,
+                   json={"model": model_server.model, "messages": QUESTION, "max_tokens": 2})
+    assert r.status_code == 401
+    assert r.json()["error"]["code"] == "invalid_api_key"
