@@ -11,6 +11,8 @@ from django.core.exceptions import ValidationError
 from django.template.loader import render_to_string
 from django.utils.html import escape
 
+from apps.oracle.models import EvaluationJob
+
 from . import conversations
 from .gateway import GatewayError
 from .models import Conversation
@@ -26,10 +28,36 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.group = f"conversation-{self.conversation.pk}"
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
+        # Workers push through the channel layer when it is shared (Redis); with the in-memory
+        # layer of `make run` they run in other processes, so the socket also watches the rows.
+        self.seen = await self._evaluation_states()
+        self.watcher = asyncio.create_task(self._watch())
 
     async def disconnect(self, code):
+        if getattr(self, "watcher", None):
+            self.watcher.cancel()
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    @database_sync_to_async
+    def _evaluation_states(self) -> dict:
+        return {pk: (status, updated) for pk, status, updated in EvaluationJob.objects.filter(
+            interaction__conversation=self.conversation).values_list("interaction_id", "status", "updated_at")}
+
+    @database_sync_to_async
+    def _render_evaluation(self, interaction_pk: int) -> str:
+        job = EvaluationJob.objects.select_related("interaction", "outbox_item__transaction").get(
+            interaction_id=interaction_pk)
+        return render_to_string("chat/_evaluation_oob.html", {"i": job.interaction, "job": job})
+
+    async def _watch(self, every: float = 1.0):
+        while True:
+            await asyncio.sleep(every)
+            states = await self._evaluation_states()
+            for pk, state in states.items():
+                if self.seen.get(pk) != state:
+                    self.seen[pk] = state
+                    await self.send(await self._render_evaluation(pk))
 
     @database_sync_to_async
     def _conversation(self):
@@ -71,5 +99,5 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.send(render_to_string("chat/_turn_end.html", {"i": interaction}))
 
     async def evaluation_update(self, event):
-        """Pushed by the oracle's workers when an evaluation moves on (issue: oracle)."""
+        """Pushed by the oracle's workers when an evaluation moves on."""
         await self.send(event["html"])

@@ -49,7 +49,7 @@ class Command(BaseCommand):
                 children.append(self._child("serve_model", "--host", model_url.hostname or "127.0.0.1",
                                             "--port", str(model_url.port or 8100)))
                 self.stdout.write(f"model: built-in {ensure_builtin_model().name} at {settings.LLMCHAIN_BUILTIN_MODEL_URL}")
-            children.append(self._child("health", "--follow", "--interval", "10"))
+            children.append(self._child("oracle", "work"))  # scores answers; also runs the health checks
             mtbench = Path(settings.LLMCHAIN_MTBENCH_DIR)
             if not no_demo and (mtbench / "question.jsonl").exists():
                 self.stdout.write(f"models: importing the MT-Bench replay models from {mtbench} in the background")
