@@ -59,14 +59,16 @@ def history(interaction: Interaction) -> list[dict]:
     return messages + [{"role": "user", "content": interaction.prompt}]
 
 
-def finish_interaction(interaction: Interaction, answer: str) -> EvaluationJob:
+def finish_interaction(interaction: Interaction, answer: str,
+                       reference_pool: str = EvaluationJob.Pool.RUNNING) -> EvaluationJob:
     """Save the answer and, in the same transaction, the oracle's evaluation job."""
     now = timezone.now()
     with transaction.atomic():
         Interaction.objects.filter(pk=interaction.pk).update(
             answer=answer, status=Interaction.Status.DONE, finished_at=now)
         Conversation.objects.filter(pk=interaction.conversation_id).update(updated_at=now)
-        job, _ = EvaluationJob.objects.get_or_create(interaction=interaction)
+        job, _ = EvaluationJob.objects.get_or_create(interaction=interaction,
+                                                     defaults={"reference_pool": reference_pool})
         transaction.on_commit(wake_oracle)
     interaction.answer, interaction.status, interaction.finished_at = answer, Interaction.Status.DONE, now
     return job

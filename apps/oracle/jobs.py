@@ -42,10 +42,13 @@ ACTIVE = (S.QUEUED, S.ASKING, S.SCORED, S.PINNED)
 INITIAL_R = WAD // 2  # a model without a REP in the context yet (REPUTATION.md: 0.5 when first)
 
 
-def reference_models(interaction: Interaction, k: int) -> list[RegisteredModel]:
+def reference_models(interaction: Interaction, k: int, pool: str = EvaluationJob.Pool.RUNNING) -> list[RegisteredModel]:
     """The top-k other running models of the interaction's context, ranked by R (unranked last)."""
     conv = interaction.conversation
-    candidates = list(running_models(conv.context).exclude(pk=conv.model_id))
+    candidates = running_models(conv.context).exclude(pk=conv.model_id)
+    if pool == EvaluationJob.Pool.REPLAY:
+        candidates = candidates.filter(kind=RegisteredModel.Kind.REPLAY)
+    candidates = list(candidates)
     r = dict(Reputation.objects.filter(context_id=conv.context.context_id,
                                        model_id__in=[m.model_id for m in candidates]).values_list("model_id", "r"))
     candidates.sort(key=lambda m: (-(r.get(m.model_id, -1)), m.name))
@@ -108,7 +111,7 @@ def collect_references(job: EvaluationJob) -> None:
     refs = list(job.references or [])
     if not refs:
         refs = [{"model": m.model_id, "name": m.name, "pk": m.pk, "text": None, "error": ""}
-                for m in reference_models(interaction, settings.LLMCHAIN_ORACLE_K)]
+                for m in reference_models(interaction, settings.LLMCHAIN_ORACLE_K, job.reference_pool)]
         _save(job, references=refs, status=S.ASKING)
     todo = [r for r in refs if r["text"] is None and not r["error"]]
     if todo:

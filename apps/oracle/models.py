@@ -22,7 +22,12 @@ class EvaluationJob(models.Model):
         ONCHAIN = "onchain"  # autoEval confirmed
         FAILED = "failed"
 
+    class Pool(models.TextChoices):
+        RUNNING = "running", "every running model of the context"
+        REPLAY = "replay", "replay models only (the MT-Bench replay)"
+
     interaction = models.OneToOneField("chat.Interaction", on_delete=models.CASCADE, related_name="evaluation")
+    reference_pool = models.CharField(max_length=16, choices=Pool.choices, default=Pool.RUNNING)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     references = models.JSONField(default=list)  # [{"model": id, "name", "text"|None, "error"}]
     sa = models.CharField(max_length=24, blank=True)  # 1e18 fixed point, as on-chain

@@ -56,7 +56,7 @@ def replay_world(ledger, settings, tmp_path):  # noqa: F811
     alice = sign_up("alice", "a long enough passphrase")
     drain(submitter)
     indexer.index_until_head(ledger)
-    return {"ledger": ledger, "submitter": submitter, "writing": writing, "alice": alice,
+    return {"ledger": ledger, "submitter": submitter, "writing": writing, "alice": alice, "root": root,
             "models": {m.name: m for m in RegisteredModel.objects.all()}}
 
 
