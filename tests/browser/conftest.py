@@ -207,6 +207,18 @@ def worker(transactional_db, site_env, tmp_path_factory):
         proc.stop()
 
 
+@pytest.fixture
+def oracle_worker(site, tmp_path_factory):
+    """`manage.py oracle work`, for the tests that follow an answer's automatic evaluation."""
+    log_file = tmp_path_factory.mktemp("browser-oracle") / "oracle-work.log"
+    proc = Proc("oracle worker (oracle work)", [sys.executable, "manage.py", "oracle", "work", "--no-health"],
+                site.env, log_file)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
 @dataclass
 class Site:
     url: str
@@ -214,6 +226,7 @@ class Site:
     web: Proc
     worker: Proc
     ipfs_dir: Path
+    env: dict
 
     def wait(self, what: str, condition, timeout: float = 30):
         return wait_for(what, condition, timeout, procs=(self.web, self.worker))
@@ -234,7 +247,7 @@ def site(transactional_db, settings, browser_chain, site_env, web, worker, reque
     from apps.chain.models import Context
 
     seed_demo()
-    site = Site(web.url, browser_chain, web, worker, settings.LLMCHAIN_IPFS_DIR)
+    site = Site(web.url, browser_chain, web, worker, settings.LLMCHAIN_IPFS_DIR, site_env)
     site.wait(f"the worker to index the {DEMO_CONTEXT_COUNT} demo contexts",
               lambda: Context.objects.count() >= DEMO_CONTEXT_COUNT, 60)
     return site

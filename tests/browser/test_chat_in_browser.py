@@ -154,6 +154,46 @@ def test_a_recorded_answer_with_markup_is_shown_as_text_never_run(site, page, sh
     assert page.locator("#messages script, #messages img").count() == 0
 
 
+def test_an_answer_gets_its_automatic_score_on_chain_in_seconds(site, oracle_worker, page, shot, tmp_path):
+    """The oracle asks the other replay models, scores with BERTScore, pins the evidence and
+    confirms autoEval; the page shows each step live, with the evidence and the tx hash."""
+    root = tmp_path / "mt_bench"
+    (root / "model_answer").mkdir(parents=True)
+    question = "Describe a sunrise over the sea in two sentences."
+    (root / "question.jsonl").write_text(json.dumps(
+        {"question_id": 7, "category": "writing", "turns": [question, "Shorter."]}) + "\n")
+    answers = {"dawn-7b": "The sun rose slowly over the calm sea. Gold light spread across the waves.",
+               "noon-13b": "Light climbed over the water at dawn. The sea turned orange and gold.",
+               "dusk-3b": "The sky brightened above the sea. Soon the sun lit every wave."}
+    for name, text in answers.items():
+        (root / "model_answer" / f"{name}.jsonl").write_text(json.dumps(
+            {"question_id": 7, "model_id": name, "choices": [{"turns": [text, "Short."]}]}) + "\n")
+    import_mtbench(root, contexts=list(Context.objects.all()), progress=lambda _: None)
+
+    sign_up_in_browser(page, "rater")
+    start_chat(page, "writing", "dawn-7b (replay)")
+    send_prompt(page, question)
+    wait_answer(page, 30_000)
+    started = time.monotonic()
+    evaluation = page.locator("#messages .turn .evaluation").last
+    expect(evaluation).to_have_attribute("data-status", "onchain", timeout=120_000)
+    seconds = time.monotonic() - started
+    shot(page, "evaluation-onchain")
+    assert "S" in evaluation.inner_text() and "references asked: 2" in evaluation.inner_text()
+    tx = evaluation.locator("code.tx").get_attribute("title")
+    assert re.fullmatch(r"0x[0-9a-f]{64}", tx)
+    link = evaluation.locator("a.evidence-link")
+    cid = link.get_attribute("href").strip("/").split("/")[-1]
+    link.click()
+    expect(page.locator("pre.prompt")).to_have_text(question)
+    expect(page.locator("pre.reference-text")).to_have_count(2)
+    shot(page, "evidence-page")
+    from apps.chain.models import Interaction as LedgerInteraction
+    onchain = LedgerInteraction.objects.get(evidence_cid=cid)
+    assert onchain.auto_tx == tx and onchain.has_reference
+    print(f"automatic evaluation on-chain {seconds:.1f} s after the answer")
+
+
 # --- the model registry --------------------------------------------------------------------------
 
 def fill_model_form(page, *, name: str, endpoint_url: str) -> None:

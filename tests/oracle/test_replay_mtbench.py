@@ -11,12 +11,15 @@ from django.core.management import call_command
 from apps.chain.models import Reputation
 from apps.oracle.models import EvaluationJob
 
-from .conftest import MODELS, QUESTIONS
+from .conftest import MODELS, QUESTIONS, ledger_node  # noqa: F401
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.chain, pytest.mark.slow]
 
 
-def test_the_replay_fills_every_models_contextual_scores_and_a_rerun_adds_nothing(replay_world, settings):
+def test_the_replay_fills_every_models_contextual_scores_and_a_rerun_adds_nothing(replay_world, ledger_node,
+                                                                                  settings):
+    settings.LLMCHAIN_RPC_URL = ledger_node.url
+    settings.LLMCHAIN_DEPLOYMENT = ledger_node.deployment_file
     replay_world["submitter"].release()
     out = io.StringIO()
     call_command("replay", "mtbench", str(replay_world["root"]), "--work", "--timeout", "300", stdout=out)
