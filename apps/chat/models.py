@@ -114,3 +114,49 @@ class Interaction(models.Model):
 
     def __str__(self) -> str:
         return self.interaction_id
+
+
+class Rating(models.Model):
+    """The questionnaire a user answered about one answer they had (the paper's human evaluation).
+
+    It waits until the interaction is on-chain (its autoEval queued), then humEval is queued from
+    the user's own address and updateReputation after it.
+    """
+
+    class Status(models.TextChoices):
+        WAITING = "waiting"  # the interaction's autoEval is not queued yet
+        QUEUED = "queued"  # humEval and updateReputation are in the outbox
+        ONCHAIN = "onchain"  # both confirmed
+        FAILED = "failed"
+
+    interaction = models.OneToOneField(Interaction, on_delete=models.CASCADE, related_name="rating")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ratings")
+    reliability = models.PositiveSmallIntegerField()
+    completeness = models.PositiveSmallIntegerField()
+    utility = models.PositiveSmallIntegerField()
+    familiarity = models.PositiveSmallIntegerField()
+    trust = models.PositiveSmallIntegerField()
+    uncertainty = models.PositiveSmallIntegerField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.WAITING)
+    hum_item = models.ForeignKey("chain.OutboxItem", null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="+")
+    update_item = models.ForeignKey("chain.OutboxItem", null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+")
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def answers(self) -> dict[str, int]:
+        return {f: getattr(self, f) for f in QUESTIONNAIRE}
+
+
+# The questionnaire (paper Sec. IV-B2): each item 1..5, with what each end means.
+QUESTIONNAIRE = {
+    "reliability": ("How reliable is this answer: is it correct and free of made-up facts?",
+                    "1 = wrong or made up", "5 = fully correct"),
+    "completeness": ("How complete is it: does it cover everything the question asked?",
+                     "1 = misses most of it", "5 = covers all of it"),
+    "utility": ("How useful is it to you?", "1 = useless", "5 = exactly what I needed"),
+    "familiarity": ("How familiar are you with the topic?", "1 = not at all", "5 = I am an expert"),
+    "trust": ("How much do you trust this model in general?", "1 = not at all", "5 = completely"),
+    "uncertainty": ("How unsure are you of your own rating?", "1 = very sure", "5 = very unsure"),
+}

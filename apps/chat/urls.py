@@ -12,6 +12,7 @@ urlpatterns = [
     path("chat/new", views.chat_new, name="chat-new"),
     path("chat/suggest", views.chat_suggest, name="chat-suggest"),
     path("chat/<int:pk>/", views.conversation, name="conversation"),
+    path("chat/interactions/<int:pk>/rating", views.rating, name="rating"),
     path("models/", views.models_index, name="models"),
     path("models/new", views.model_new, name="model-new"),
     path("models/<int:pk>/", views.model_page, name="model"),

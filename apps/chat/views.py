@@ -12,9 +12,9 @@ from django.views.decorators.http import require_POST
 from apps.chain.models import Context, LedgerModel, OutboxItem
 from lib.reputation import GLOBAL_CONTEXT
 
-from . import accounts, conversations, registry
+from . import accounts, conversations, ratings, registry
 from .health import running_models
-from .models import Conversation, RegisteredModel
+from .models import Conversation, Interaction, RegisteredModel
 
 GLOBAL_HEX = "0x" + GLOBAL_CONTEXT.hex()
 
@@ -55,6 +55,43 @@ def chat_models(request):
     return render(request, "chat/_model_select.html", {"models": running_models(context) if context else []})
 
 
+def rating_context(interaction, errors=None, preview=None) -> dict:
+    from apps.chain.models import Interaction as LedgerInteraction
+
+    from .models import QUESTIONNAIRE
+
+    rating = getattr(interaction, "rating", None)
+    if rating is not None:
+        rating = ratings.refresh(rating)
+    onchain = LedgerInteraction.objects.filter(interaction_id=interaction.interaction_id).first()
+    return {"i": interaction, "job": getattr(interaction, "evaluation", None), "rating": rating,
+            "questionnaire": list(QUESTIONNAIRE.items()), "scale": range(1, 6), "errors": errors or {},
+            "preview": preview, "onchain": onchain,
+            "moves": ratings.reputation_moves(interaction) if rating is not None else []}
+
+
+@login_required
+def rating(request, pk):
+    """The questionnaire under an answer (GET: the form or the rating's progress; POST: submit)."""
+    interaction = get_object_or_404(Interaction.objects.select_related(
+        "conversation__user__profile", "conversation__model", "conversation__context"), pk=pk)
+    if interaction.conversation.user_id != request.user.id:
+        return HttpResponseForbidden("Only the person who had this conversation can rate its answers.")
+    errors, status = None, 200
+    if request.method == "POST":
+        try:
+            ratings.submit_rating(request.user, interaction, request.POST)
+        except ValidationError as exc:
+            errors, status = exc.message_dict, 400
+        except PermissionError as exc:
+            return HttpResponseForbidden(str(exc))
+        interaction = Interaction.objects.get(pk=pk)
+    preview = None
+    if getattr(interaction, "rating", None) is None:
+        preview = ratings.weight_preview(interaction.conversation.user.profile.address)
+    return render(request, "chat/_rating.html", rating_context(interaction, errors, preview), status=status)
+
+
 @login_required
 def chat_suggest(request):
     """The contexts closest to what the user is about to ask (htmx fragment)."""
@@ -83,8 +120,11 @@ def conversation(request, pk):
     conv = get_object_or_404(Conversation.objects.select_related("model", "context"), pk=pk)
     if conv.user_id != request.user.id:
         return HttpResponseForbidden("This is not your conversation.")
-    interactions = conv.interactions.select_related("evaluation")
-    return render(request, "chat/conversation.html", {"conversation": conv, "interactions": interactions})
+    interactions = conv.interactions.select_related("evaluation__outbox_item__transaction", "rating")
+    preview = ratings.weight_preview(request.user.profile.address) if any(
+        i.status == "done" and getattr(i, "rating", None) is None for i in interactions) else None
+    turns = [(i, rating_context(i, preview=preview)) for i in interactions]
+    return render(request, "chat/conversation.html", {"conversation": conv, "turns": turns})
 
 
 def models_index(request):

@@ -29,6 +29,7 @@ from apps.chat.gateway import GatewayError
 from apps.chat.health import running_models
 from apps.chat.models import Interaction, RegisteredModel
 from apps.chat.providers import find_replay, stream_answer
+from apps.chat.ratings import queue_waiting
 from apps.chat.registry import registration_of
 from lib import records
 from lib.reputation import WAD
@@ -182,6 +183,7 @@ def submit(job: EvaluationJob) -> None:
             "contextId": conv.context.context_id, "user": user_address, "hasReference": has_reference,
             "sA": job.sa, "wA": job.wa, "evidenceCid": job.evidence_cid}, depends_on=depends_on)
         _save(job, outbox_item=item, status=S.SUBMITTED, claimed_until=None)
+        queue_waiting(interaction)  # a rating given before autoEval was queued goes out now
 
 
 def process(jobs: list[EvaluationJob], metric) -> None:

@@ -1,0 +1,121 @@
+"""Django admin for accounts and the model registry.
+
+Role flags are read-only in forms: they change only through the actions below, which queue the
+matching on-chain grantRole/revokeRole in the same transaction (apps/chat/roles.py). Models are
+read-mostly: their public details are pinned on IPFS and announced on-chain, so they change
+through the registry (a new metadata CID), never by editing a row here.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import OuterRef, Subquery, Value
+from django.db.models.functions import Concat
+from django.utils.html import format_html_join
+
+from apps.chain.models import OutboxItem, Registration
+from apps.chain.outbox import ROLE_CODES, InvalidCall
+
+from . import roles
+from .models import Profile, RegisteredModel
+
+ROLE_NAMES = {code: name for name, code in ROLE_CODES.items()}
+
+
+def _role_action(role: str, grant: bool):
+    change = roles.grant_role if grant else roles.revoke_role
+
+    def action(modeladmin, request, queryset):
+        changed, unchanged, errors = 0, 0, []
+        for profile in queryset.select_related("user"):
+            try:
+                item = change(profile, role)
+            except InvalidCall as exc:  # RoleError included; nothing changed for this account
+                errors.append(f"{profile.user}: {exc}")
+                continue
+            if item is None:
+                unchanged += 1
+            else:
+                changed += 1
+        if changed:
+            modeladmin.message_user(
+                request, f"{'Granted' if grant else 'Revoked'} the {role} role for {changed} account(s); "
+                         f"the on-chain {'grantRole' if grant else 'revokeRole'} is queued.", messages.SUCCESS)
+        if unchanged:
+            modeladmin.message_user(
+                request, f"{unchanged} account(s) {'already had' if grant else 'did not have'} the {role} role: "
+                         f"nothing queued.", messages.INFO)
+        for error in errors:
+            modeladmin.message_user(request, error, messages.ERROR)
+
+    action.__name__ = f"{'grant' if grant else 'revoke'}_{role}"
+    return admin.action(description=f"{'Grant' if grant else 'Revoke'} the {role} role (on-chain too)",
+                        permissions=["change"])(action)
+
+
+@admin.register(Profile)
+class ProfileAdmin(admin.ModelAdmin):
+    list_display = ("user", "address", "is_developer", "is_expert", "onchain")
+    list_filter = ("is_developer", "is_expert")
+    search_fields = ("user__username", "address")
+    list_select_related = ("user",)
+    fields = ("user", "address", "is_developer", "is_expert", "onchain", "role_history", "created_at")
+    readonly_fields = fields
+    actions = [
+        _role_action("developer", grant=True),
+        _role_action("expert", grant=True),
+        _role_action("developer", grant=False),
+        _role_action("expert", grant=False),
+    ]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(
+            chain_role=Subquery(Registration.objects.filter(address=OuterRef("address")).values("role")[:1]),
+            register_status=Subquery(OutboxItem.objects.filter(
+                key=Concat(Value("register:"), OuterRef("address"))).values("status")[:1]))
+
+    def has_add_permission(self, request):
+        return False  # accounts come from sign-up: a key, a profile and a queued registration
+
+    @admin.display(description="on-chain registration")
+    def onchain(self, obj: Profile) -> str:
+        role = getattr(obj, "chain_role", None)
+        if role is not None:
+            return f"registered ({ROLE_NAMES.get(role, role)})"
+        status = getattr(obj, "register_status", None)
+        if status:
+            return f"register {status}, not indexed yet" if status == OutboxItem.Status.CONFIRMED else f"register {status}"
+        return "not registered"
+
+    @admin.display(description="role calls (grantRole / revokeRole)")
+    def role_history(self, obj: Profile):
+        items = [item for role in roles.ROLE_FLAGS for item in roles.role_calls(role, obj.address)]
+        if not items:
+            return "none"
+        items.sort(key=lambda i: i.id)
+        return format_html_join("", "<div>{} — {}{}</div>", (
+            (i.key, i.status, f": {i.last_error}" if i.last_error else "") for i in items))
+
+
+@admin.register(RegisteredModel)
+class RegisteredModelAdmin(admin.ModelAdmin):
+    list_display = ("name", "owner", "kind", "running", "metadata_cid", "model_id")
+    list_filter = ("kind", "enabled", "healthy", "is_judge")
+    search_fields = ("name", "model_id", "metadata_cid", "owner__username")
+    list_select_related = ("owner",)
+    # The encrypted API key is never shown; public details change through the registry only.
+    exclude = ("api_key_encrypted",)
+    readonly_fields = ("owner", "name", "provider", "description", "licence", "parameters", "kind",
+                       "endpoint_url", "endpoint_model", "contexts", "model_id", "metadata_cid",
+                       "metadata_revision", "healthy", "health_failures", "health_checked_at", "health_error",
+                       "created_at", "updated_at")
+
+    @admin.display(boolean=True)
+    def running(self, obj: RegisteredModel) -> bool:
+        return obj.running
+
+    def has_add_permission(self, request):
+        return False  # registration pins metadata on IPFS and queues addModel: use /models/new
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # the model is on-chain; take it offline instead (enabled)

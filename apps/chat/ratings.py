@@ -1,0 +1,139 @@
+"""Human evaluation (paper Sec. IV-B2, IV-C): the questionnaire under an answer, then humEval from
+the user's own address and updateReputation, through the outbox."""
+
+from __future__ import annotations
+
+import logging
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+
+from apps.chain import outbox
+from apps.chain.client import ChainError
+from apps.chain.ledger import default_ledger
+from apps.chain.models import OutboxItem, ReputationChange
+from lib.reputation import decay_factor, likert_ok, minutes_since
+
+from .models import QUESTIONNAIRE, Interaction, Rating
+
+log = logging.getLogger(__name__)
+
+
+def check_rating(user, interaction: Interaction, answers: dict) -> dict[str, int]:
+    """Authorise and validate; PermissionError or ValidationError, nothing changes."""
+    if not getattr(user, "is_authenticated", False) or interaction.conversation.user_id != user.id:
+        raise PermissionError("Only the person who had this conversation can rate its answers.")
+    if interaction.status != Interaction.Status.DONE:
+        raise ValidationError({"form": ["Only a finished answer can be rated."]})
+    if Rating.objects.filter(interaction=interaction).exists():
+        raise ValidationError({"form": ["You have already rated this answer; a rating is final."]})
+    clean, errors = {}, {}
+    for field in QUESTIONNAIRE:
+        raw = answers.get(field)
+        try:
+            value = int(raw)
+        except (TypeError, ValueError):
+            value = None
+        if value is None or str(raw).strip() != str(value) or not likert_ok(value):
+            errors[field] = ["Choose an answer from 1 to 5."]
+        else:
+            clean[field] = value
+    if errors:
+        raise ValidationError(errors)
+    return clean
+
+
+def submit_rating(user, interaction: Interaction, answers: dict) -> Rating:
+    """Save the rating and queue it on-chain now, or as soon as the interaction's autoEval is."""
+    clean = check_rating(user, interaction, answers)
+    try:
+        with transaction.atomic():
+            rating = Rating.objects.create(interaction=interaction, user=user, **clean)
+            queue_rating(rating)
+    except IntegrityError:  # two submissions at once: the first wins
+        raise ValidationError({"form": ["You have already rated this answer; a rating is final."]}) from None
+    return rating
+
+
+def queue_rating(rating: Rating) -> bool:
+    """humEval (from the user's address, after autoEval), then updateReputation; False while waiting."""
+    interaction = rating.interaction
+    from apps.oracle.models import EvaluationJob  # the oracle imports this module
+
+    job = EvaluationJob.objects.filter(interaction=interaction).select_related("outbox_item").first()
+    auto = job.outbox_item if job is not None else None
+    if auto is None or rating.status != Rating.Status.WAITING:
+        return False
+    address = interaction.conversation.user.profile.address
+    hum = outbox.enqueue("humEval", address, {"interactionId": interaction.interaction_id, **rating.answers()},
+                         depends_on=auto)
+    update = outbox.enqueue("updateReputation", address, {"interactionId": interaction.interaction_id},
+                            depends_on=hum)
+    Rating.objects.filter(pk=rating.pk).update(hum_item=hum, update_item=update, status=Rating.Status.QUEUED)
+    rating.hum_item, rating.update_item, rating.status = hum, update, Rating.Status.QUEUED
+    return True
+
+
+def queue_waiting(interaction: Interaction) -> None:
+    """Called by the oracle right after it queues autoEval."""
+    rating = Rating.objects.filter(interaction=interaction, status=Rating.Status.WAITING).first()
+    if rating is not None:
+        queue_rating(rating)
+
+
+def refresh(rating: Rating) -> Rating:
+    """Bring the status in line with the outbox."""
+    if rating.status == Rating.Status.QUEUED:
+        items = [rating.hum_item, rating.update_item]
+        if any(i.status == OutboxItem.Status.FAILED for i in items):
+            failed = next(i for i in items if i.status == OutboxItem.Status.FAILED)
+            rating.status, rating.error = Rating.Status.FAILED, f"{failed.function} refused: {failed.last_error}"
+        elif all(i.status == OutboxItem.Status.CONFIRMED for i in items):
+            rating.status = Rating.Status.ONCHAIN
+        Rating.objects.filter(pk=rating.pk).update(status=rating.status, error=rating.error)
+    return rating
+
+
+def weight_preview(address: str) -> dict | None:
+    """What D and FD a rating sent now would get (block timestamps; None if the chain is away)."""
+    try:
+        ledger = default_ledger()
+        now = int(ledger.client.request("eth_getBlockByNumber", ["latest", False])["timestamp"], 16)
+        last, = ledger.view("reputation", "lastHumanEvalAt", address)
+        first = not last
+        if first:
+            last, = ledger.view("identity", "registeredAt", address)
+    except (ChainError, FileNotFoundError, ValueError) as exc:
+        log.info("no weight preview: %s", exc)
+        return None
+    if not last:
+        return None
+    d = minutes_since(now - int(last))
+    return {"minutes": d / 10**18, "fd": decay_factor(d) / 10**18, "first": first,
+            "full_fd": decay_factor(minutes_since(86_400)) / 10**18}
+
+
+def _previous(row: ReputationChange) -> ReputationChange | None:
+    return ReputationChange.objects.filter(model_id=row.model_id, context_id=row.context_id).filter(
+        Q(block_number__lt=row.block_number) | Q(block_number=row.block_number, log_index__lt=row.log_index)
+    ).order_by("-block_number", "-log_index").first()
+
+
+def reputation_moves(interaction: Interaction) -> list[dict]:
+    """(Ra, Rh, R) of the model in the context and globally just before this interaction's human
+    evaluation and after its updateReputation, from the indexed ReputationUpdated events."""
+    conv = interaction.conversation
+    moves = []
+    for context_id, label in ((conv.context.context_id, conv.context.name), ("0x" + "00" * 32, "global")):
+        changes = list(ReputationChange.objects.filter(interaction_id=interaction.interaction_id,
+                                                       model_id=conv.model.model_id, context_id=context_id)
+                       .order_by("block_number", "log_index"))
+        human = [c for c in changes if (p := _previous(c)) is None or c.n_human > p.n_human]
+        if not human:
+            continue
+        before, after = _previous(human[0]), changes[-1]
+        moves.append({"context": label, "human_tx": human[0].tx_hash, "update_tx": after.tx_hash,
+                      "done": after.tx_hash != human[0].tx_hash,
+                      **{k: (getattr(before, k) if before else None, getattr(after, k)) for k in ("ra", "rh", "r")}})
+    return moves

@@ -1,0 +1,92 @@
+"""Roles granted after sign-up (developer, expert): the site's flag and the on-chain role move together.
+
+An admin grants or revokes a role; the Profile flag changes and the LLMChainAccess
+`grantRole`/`revokeRole` call from the admin address is queued in the same database transaction,
+so the site never shows a role the chain was not asked for (or the other way round). The call
+waits for the account's Identity registration when that is not on-chain yet, and for the
+previous change of the same role, so changes land in the order they were made.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import Q
+from eth_utils import to_checksum_address
+
+from apps.chain import outbox
+from apps.chain.keys import admin_address
+from apps.chain.models import OutboxItem
+
+from .models import Profile
+from .registry import registration_of
+
+# Role name -> the Profile flag that mirrors it. `user` comes with registration and the operator
+# roles (oracle, registrar) with deployment: neither is granted here.
+ROLE_FLAGS = {"developer": "is_developer", "expert": "is_expert"}
+
+
+class RoleError(outbox.InvalidCall):
+    """The role cannot be granted or revoked as asked; nothing changed."""
+
+
+def role_call_key(function: str, role: str, account: str, n: int) -> str:
+    """The idempotency key of the n-th change (0-based) of `role` for `account`.
+
+    Counting the changes lets grant -> revoke -> grant queue three calls, while the same change
+    asked twice stays one row (see apps.chain.outbox.idempotency_key). The first grant keeps the
+    plain `grantRole:<role>:<account>` key.
+    """
+    if function == "grantRole" and n == 0:
+        return f"grantRole:{role}:{account}"
+    return f"{function}:{role}:{account}:{n}"
+
+
+def role_calls(role: str, account: str):
+    """Every queued grantRole/revokeRole of `role` for `account`, oldest first."""
+    return OutboxItem.objects.filter(
+        Q(key__startswith=f"grantRole:{role}:{account}") | Q(key__startswith=f"revokeRole:{role}:{account}")
+    ).order_by("id")
+
+
+def _flag(role: str) -> str:
+    try:
+        return ROLE_FLAGS[role]
+    except (KeyError, TypeError):
+        raise RoleError(f"only the roles {sorted(ROLE_FLAGS)} are granted here, not {role!r}") from None
+
+
+def _change(profile: Profile, role: str, holds: bool) -> OutboxItem | None:
+    flag = _flag(role)
+    function = "grantRole" if holds else "revokeRole"
+    with transaction.atomic():
+        locked = Profile.objects.select_for_update().get(pk=profile.pk)
+        if getattr(locked, flag) == holds:
+            setattr(profile, flag, holds)
+            return None  # already so: nothing to queue
+        account = to_checksum_address(locked.address)
+        earlier = role_calls(role, account)
+        previous = earlier.filter(status__in=(OutboxItem.Status.PENDING, OutboxItem.Status.SIGNED)).last()
+        setattr(locked, flag, holds)
+        locked.save(update_fields=[flag])
+        item = outbox.enqueue(function, admin_address(), {"role": role, "account": account},
+                              depends_on=previous or registration_of(account),
+                              key=role_call_key(function, role, account, earlier.count()))
+    setattr(profile, flag, holds)
+    return item
+
+
+def grant_role(profile: Profile, role: str) -> OutboxItem | None:
+    """Give `profile` the developer or expert role, on the site and on-chain.
+
+    Returns the queued grantRole call, or None when the profile already has the role.
+    Raises RoleError for any other role (nothing changes).
+    """
+    return _change(profile, role, True)
+
+
+def revoke_role(profile: Profile, role: str) -> OutboxItem | None:
+    """Take the developer or expert role away, on the site and on-chain (revokeRole).
+
+    Returns the queued revokeRole call, or None when the profile does not have the role.
+    """
+    return _change(profile, role, False)

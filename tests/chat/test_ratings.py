@@ -1,0 +1,127 @@
+"""The questionnaire under an answer: one rating per interaction, by its user only, each item
+1..5; it waits for the interaction to be on-chain, then humEval and updateReputation are queued."""
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.test import Client
+
+from apps.chain import outbox
+from apps.chain.keys import oracle_address
+from apps.chain.models import OutboxItem
+from apps.chat.conversations import begin_interaction, finish_interaction, start_conversation
+from apps.chat.models import Rating, RegisteredModel
+from apps.chat.ratings import queue_waiting, submit_rating
+from apps.chat.registry import ModelFields, register_model
+from apps.oracle.models import EvaluationJob
+
+from .factories import developer, make_contexts, user
+
+pytestmark = pytest.mark.django_db
+
+GOOD = {"reliability": "4", "completeness": "5", "utility": "3", "familiarity": "2", "trust": "4", "uncertainty": "1"}
+
+
+@pytest.fixture
+def answered(settings, tmp_path):
+    settings.LLMCHAIN_IPFS_DIR = tmp_path / "ipfs"
+    coding, = make_contexts("coding")
+    model = register_model(developer(), ModelFields(name="m", provider="p", endpoint_url="http://127.0.0.1:9/v1",
+                                                    endpoint_model="m"))
+    alice = user("alice")
+    conv = start_conversation(alice, model, coding)
+    interaction = begin_interaction(alice, conv, "What is 2+2?")
+    finish_interaction(interaction, "4")
+    return alice, interaction
+
+
+def auto_eval_queued(interaction):
+    """What the oracle does when it has scored the answer."""
+    item = outbox.enqueue("autoEval", oracle_address(), {
+        "interactionId": interaction.interaction_id, "modelId": interaction.conversation.model.model_id,
+        "contextId": interaction.conversation.context.context_id, "user": interaction.conversation.user.profile.address,
+        "hasReference": False, "sA": "0", "wA": "0", "evidenceCid": "bafkreitest"})
+    EvaluationJob.objects.filter(interaction=interaction).update(outbox_item=item, status="submitted")
+    return item
+
+
+def test_a_rating_before_the_interaction_is_on_chain_waits_and_is_not_lost(answered):
+    alice, interaction = answered
+    rating = submit_rating(alice, interaction, GOOD)
+    assert rating.status == "waiting" and not OutboxItem.objects.filter(function="humEval").exists()
+    auto = auto_eval_queued(interaction)
+    queue_waiting(interaction)
+    rating.refresh_from_db()
+    assert rating.status == "queued"
+    hum, update = rating.hum_item, rating.update_item
+    assert hum.function == "humEval" and hum.sender_address == alice.profile.address  # the user's own key
+    assert hum.payload == {"interactionId": interaction.interaction_id, "reliability": 4, "completeness": 5,
+                           "utility": 3, "familiarity": 2, "trust": 4, "uncertainty": 1}
+    assert hum.depends_on == auto and update.depends_on == hum
+    assert update.function == "updateReputation" and update.payload == {"interactionId": interaction.interaction_id}
+
+
+def test_a_rating_after_the_interaction_is_queued_goes_out_at_once(answered):
+    alice, interaction = answered
+    auto_eval_queued(interaction)
+    rating = submit_rating(alice, interaction, GOOD)
+    assert rating.status == "queued" and rating.hum_item.depends_on.function == "autoEval"
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"reliability": "0"}, "reliability"), ({"utility": "6"}, "utility"), ({"trust": "3.5"}, "trust"),
+    ({"familiarity": ""}, "familiarity"), ({"uncertainty": "x"}, "uncertainty"), ({"completeness": None}, "completeness"),
+])
+def test_out_of_range_or_missing_answers_are_refused_and_change_nothing(answered, changes, field):
+    alice, interaction = answered
+    answers = {k: v for k, v in {**GOOD, **changes}.items() if v is not None}
+    with pytest.raises(ValidationError) as err:
+        submit_rating(alice, interaction, answers)
+    assert field in err.value.message_dict
+    assert not Rating.objects.exists() and not OutboxItem.objects.filter(function="humEval").exists()
+
+
+def test_a_second_rating_is_refused(answered):
+    alice, interaction = answered
+    submit_rating(alice, interaction, GOOD)
+    with pytest.raises(ValidationError, match="already rated"):
+        submit_rating(alice, interaction, {**GOOD, "utility": "1"})
+    assert Rating.objects.get().utility == 3
+
+
+def test_nobody_else_can_rate_an_interaction(answered, client):
+    alice, interaction = answered
+    mallory = user("mallory")
+    with pytest.raises(PermissionError):
+        submit_rating(mallory, interaction, GOOD)
+    client.force_login(mallory)
+    assert client.post(f"/chat/interactions/{interaction.pk}/rating", GOOD).status_code == 403
+    assert not Rating.objects.exists()
+
+
+def test_an_unfinished_answer_cannot_be_rated(answered):
+    alice, interaction = answered
+    streaming = begin_interaction(alice, interaction.conversation, "And 3+3?")
+    with pytest.raises(ValidationError, match="finished"):
+        submit_rating(alice, streaming, GOOD)
+
+
+def test_the_form_page_shows_every_item_with_its_meaning_and_posts_a_rating(answered, client):
+    alice, interaction = answered
+    client.force_login(alice)
+    form = client.get(f"/chat/interactions/{interaction.pk}/rating").content.decode()
+    for phrase in ("reliable", "complete", "useful", "familiar", "trust", "unsure", "1 = very sure"):
+        assert phrase in form
+    bad = client.post(f"/chat/interactions/{interaction.pk}/rating", {**GOOD, "trust": "9"})
+    assert bad.status_code == 400 and "Choose an answer from 1 to 5" in bad.content.decode()
+    ok = client.post(f"/chat/interactions/{interaction.pk}/rating", GOOD)
+    assert ok.status_code == 200 and "waiting for the interaction to be on-chain" in ok.content.decode()
+    assert Rating.objects.get().reliability == 4
+
+
+def test_a_forged_post_without_the_csrf_token_is_refused(answered):
+    alice, interaction = answered
+    forger = Client(enforce_csrf_checks=True)
+    forger.force_login(alice)
+    response = forger.post(f"/chat/interactions/{interaction.pk}/rating", GOOD)
+    assert response.status_code == 403
+    assert not Rating.objects.exists()
