@@ -129,7 +129,7 @@ def reputation_moves(interaction: Interaction) -> list[dict]:
         changes = list(ReputationChange.objects.filter(interaction_id=interaction.interaction_id,
                                                        model_id=conv.model.model_id, context_id=context_id)
                        .order_by("block_number", "log_index"))
-        human = [c for c in changes if (p := _previous(c)) is None or c.n_human > p.n_human]
+        human = [c for c in changes if c.n_human > ((p := _previous(c)) and p.n_human or 0)]
         if not human:
             continue
         before, after = _previous(human[0]), changes[-1]
