@@ -20,15 +20,15 @@ from rest_framework.views import APIView
 
 from apps.chain.models import Context, LedgerModel
 
-from . import conversations, registry
+from . import conversations, ratings, registry
 from .gateway import Gateway, GatewayError
 from .health import models_for, running_models
-from .models import Conversation, Interaction, RegisteredModel
+from .models import Conversation, Interaction, Rating, RegisteredModel
 from .providers import stream_answer
 from .serializers import (ContextSerializer, ConversationDetailSerializer, ConversationSerializer,
                           EnabledSerializer, ErrorSerializer, EvidenceSerializer, FailedAnswerSerializer,
                           InteractionSerializer, ModelFieldsSerializer, ModelSerializer, NewConversationSerializer,
-                          PromptSerializer)
+                          PromptSerializer, RatingInSerializer, RatingSerializer)
 from .views import GLOBAL_HEX
 
 FIELD_ERRORS = OpenApiResponse(
@@ -216,6 +216,32 @@ class InteractionDetail(generics.RetrieveAPIView):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user
             return Interaction.objects.none()
         return _interactions().filter(conversation__user=self.request.user)
+
+
+class InteractionRating(APIView):
+    """The questionnaire of one of your interactions: GET its rating and progress, POST it once."""
+
+    permission_classes = [IsAuthenticated]
+
+    def _interaction(self, request, pk: int) -> Interaction:
+        return get_object_or_404(_interactions().select_related("conversation__user__profile"),
+                                 pk=pk, conversation__user=request.user)
+
+    @extend_schema(responses={200: RatingSerializer, 404: NOT_FOUND})
+    def get(self, request, pk: int):
+        interaction = self._interaction(request, pk)
+        rating = get_object_or_404(Rating.objects.select_related("hum_item__transaction", "update_item__transaction"),
+                                   interaction=interaction)
+        return Response(RatingSerializer(ratings.refresh(rating)).data)
+
+    @extend_schema(request=RatingInSerializer, responses={201: RatingSerializer, 400: FIELD_ERRORS, 404: NOT_FOUND})
+    def post(self, request, pk: int):
+        interaction = self._interaction(request, pk)
+        try:
+            rating = ratings.submit_rating(request.user, interaction, request.data)
+        except ValidationError as exc:
+            return _field_errors(exc)
+        return Response(RatingSerializer(rating).data, status=status.HTTP_201_CREATED)
 
 
 # --- The ledger's evidence API (apps/chain/views.evidence_api), described for the schema -------

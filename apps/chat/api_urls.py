@@ -14,4 +14,5 @@ urlpatterns = [
     path("conversations/<int:pk>", api.ConversationDetail.as_view(), name="api-conversation"),
     path("conversations/<int:pk>/messages", api.ConversationMessages.as_view(), name="api-conversation-messages"),
     path("interactions/<int:pk>", api.InteractionDetail.as_view(), name="api-interaction"),
+    path("interactions/<int:pk>/rating", api.InteractionRating.as_view(), name="api-interaction-rating"),
 ]

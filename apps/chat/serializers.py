@@ -11,7 +11,7 @@ from rest_framework import serializers
 from apps.chain.models import Context
 from apps.oracle.models import EvaluationJob
 
-from .models import Conversation, Interaction, RegisteredModel
+from .models import Conversation, Interaction, Rating, RegisteredModel
 from .registry import ModelFields
 from .views import GLOBAL_HEX
 
@@ -68,6 +68,28 @@ class EvaluationSerializer(serializers.ModelSerializer):
     class Meta:
         model = EvaluationJob
         fields = ["status", "sa", "wa", "evidence_cid"]
+        read_only_fields = fields
+
+
+class RatingInSerializer(serializers.Serializer):
+    """The questionnaire: each item 1..5 (1 and 5 mean what the page says)."""
+
+    reliability = serializers.IntegerField(help_text="1 = wrong or made up, 5 = fully correct")
+    completeness = serializers.IntegerField(help_text="1 = misses most of it, 5 = covers all of it")
+    utility = serializers.IntegerField(help_text="1 = useless, 5 = exactly what I needed")
+    familiarity = serializers.IntegerField(help_text="your familiarity with the topic: 1 = none, 5 = expert")
+    trust = serializers.IntegerField(help_text="your trust in the model: 1 = none, 5 = complete")
+    uncertainty = serializers.IntegerField(help_text="your uncertainty about this rating: 1 = very sure, 5 = very unsure")
+
+
+class RatingSerializer(serializers.ModelSerializer):
+    hum_tx = serializers.CharField(source="hum_item.transaction.tx_hash", default=None, read_only=True)
+    update_tx = serializers.CharField(source="update_item.transaction.tx_hash", default=None, read_only=True)
+
+    class Meta:
+        model = Rating
+        fields = ["reliability", "completeness", "utility", "familiarity", "trust", "uncertainty", "status",
+                  "error", "hum_tx", "update_tx", "created_at"]
         read_only_fields = fields
 
 

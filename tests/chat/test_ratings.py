@@ -125,3 +125,23 @@ def test_a_forged_post_without_the_csrf_token_is_refused(answered):
     response = forger.post(f"/chat/interactions/{interaction.pk}/rating", GOOD)
     assert response.status_code == 403
     assert not Rating.objects.exists()
+
+
+def test_the_api_takes_one_rating_and_reports_its_progress(answered):
+    from rest_framework.test import APIClient
+
+    alice, interaction = answered
+    api = APIClient()
+    api.force_authenticate(alice)
+    url = f"/api/interactions/{interaction.pk}/rating"
+    assert api.get(url).status_code == 404  # not rated yet
+    bad = api.post(url, {**{k: int(v) for k, v in GOOD.items()}, "trust": 7}, format="json")
+    assert bad.status_code == 400 and "trust" in bad.json()
+    ok = api.post(url, {k: int(v) for k, v in GOOD.items()}, format="json")
+    assert ok.status_code == 201 and ok.json()["status"] == "waiting" and ok.json()["hum_tx"] is None
+    assert api.post(url, {k: int(v) for k, v in GOOD.items()}, format="json").status_code == 400
+    assert api.get(url).json()["reliability"] == 4
+    mallory = user("mallory")
+    api.force_authenticate(mallory)
+    assert api.post(url, {k: int(v) for k, v in GOOD.items()}, format="json").status_code == 404
+    assert Rating.objects.count() == 1
