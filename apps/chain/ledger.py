@@ -72,6 +72,15 @@ def _auto_eval_args(p: dict) -> tuple:
             bool(p["hasReference"]), int(p["sA"]), int(p["wA"]), p["evidenceCid"])
 
 
+# ACSC roles the site grants and revokes after registration, by name (keccak256("<NAME>")).
+GRANTABLE_ROLES: dict[str, bytes] = {name: keccak(text=f"{name.upper()}_ROLE")
+                                     for name in ("user", "developer", "expert")}
+
+
+def _role_args(p: dict) -> tuple:
+    return (GRANTABLE_ROLES[p["role"]], p["account"])
+
+
 HUM_FIELDS = ("reliability", "completeness", "utility", "familiarity", "trust", "uncertainty")
 
 CALLS: dict[str, CallSpec] = {
@@ -82,6 +91,11 @@ CALLS: dict[str, CallSpec] = {
     "updateModelMetadata": CallSpec("reputation", lambda p: (b32(p["modelId"]), p["metadataCid"]), 100_000),
     "register": CallSpec("identity", lambda p: (p["account"], int(p["role"]), p.get("profileCid", "")),
                          300_000),
+    # LLMChainAccess.grantRole / revokeRole (OpenZeppelin), sent by the admin: grantRole uses
+    # ~51k (one new storage slot and an event), revokeRole less. No batch form: role changes are
+    # rare, one account at a time.
+    "grantRole": CallSpec("access", _role_args, 100_000),
+    "revokeRole": CallSpec("access", _role_args, 100_000),
     "autoEval": CallSpec("reputation", _auto_eval_args, 350_000, "autoEvalBatch", 220_000),
     "humEval": CallSpec("reputation",
                         lambda p: (b32(p["interactionId"]), *(int(p[f]) for f in HUM_FIELDS)), 200_000),
@@ -166,6 +180,9 @@ class Ledger:
             return bool(self.view("reputation", "contextExists", b32(payload["contextId"]))[0])
         if function == "register" and error == "AlreadyRegistered":
             return bool(self.view("identity", "isRegistered", payload["account"])[0])
+        # grantRole / revokeRole: never needed. OpenZeppelin's AccessControl makes granting a held
+        # role (or revoking one not held) a no-op that does not revert; their only revert,
+        # AccessControlUnauthorizedAccount, means the sender is not the admin: a real failure.
         # updateModelMetadata: never. The contract keeps no CID to compare with (the event is the
         # record) and none of its reverts (UnknownModel, NotModelOwner, EmptyCid) means "done";
         # sending the same CID again is harmless (one more event, the same current CID), and the

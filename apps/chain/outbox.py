@@ -13,7 +13,7 @@ from eth_utils import is_checksum_address, keccak, to_checksum_address
 
 from lib.reputation import WAD, likert_ok
 
-from .ledger import CALLS, HUM_FIELDS
+from .ledger import CALLS, GRANTABLE_ROLES, HUM_FIELDS
 from .models import OutboxItem
 
 HEX32 = re.compile(r"^0x[0-9a-f]{64}$")
@@ -81,6 +81,11 @@ def check_call(function: str, payload: dict) -> dict:
             raise InvalidCall(f"role must be one of {sorted(ROLE_CODES)} or 1..5")
         return {"account": _address(p.get("account"), "account"), "role": role,
                 "profileCid": _text(p.get("profileCid", ""), "profileCid", allow_empty=True)}
+    if function in ("grantRole", "revokeRole"):
+        role = p.get("role")
+        if role not in GRANTABLE_ROLES:
+            raise InvalidCall(f"role must be one of {sorted(GRANTABLE_ROLES)}")
+        return {"role": role, "account": _address(p.get("account"), "account")}
     if function == "autoEval":
         ctx = _id(p, "contextId")
         if int(ctx, 16) == 0:
@@ -110,6 +115,15 @@ def idempotency_key(function: str, payload: dict) -> str:
         if len(key) > KEY_MAX_LEN:
             key = f"{function}:{payload['modelId']}:keccak:{keccak(text=payload['metadataCid']).hex()}"
         return key
+    if function in ("grantRole", "revokeRole"):
+        # A role can change repeatedly (grant, revoke, grant again), so one fixed key per
+        # (role, account) would fold the second grant into the first. Keys count the changes:
+        # the n-th change (n = earlier grantRole/revokeRole rows of that role and account) is
+        # `grantRole:<role>:<account>` for the first grant (n = 0, the default below) and
+        # `grantRole:<role>:<account>:<n>` / `revokeRole:<role>:<account>:<n>` otherwise, passed
+        # as key= by callers that may repeat (apps/chat/roles.py). The same change queued twice
+        # is still one row; grant -> revoke -> grant is three.
+        return f"{function}:{payload['role']}:{payload['account']}" + (":0" if function == "revokeRole" else "")
     subject = {"addContext": "contextId", "addModel": "modelId", "register": "account"}.get(
         function, "interactionId")
     return f"{function}:{payload[subject]}"

@@ -9,6 +9,7 @@ from django.db import transaction
 
 from apps.chain import outbox
 from apps.chain.keys import admin_address, new_key
+from apps.chain.models import OutboxItem
 
 from .models import Profile
 
@@ -52,3 +53,10 @@ def profile_of(user) -> Profile | None:
     if not getattr(user, "is_authenticated", False):
         return None
     return Profile.objects.filter(user=user).first()
+
+
+def registration_of(address: str) -> OutboxItem | None:
+    """The account's own Identity registration, while it is not on-chain yet: calls from the
+    account must wait for it (the contract refuses unregistered senders)."""
+    return OutboxItem.objects.filter(key=f"register:{address}").exclude(
+        status=OutboxItem.Status.CONFIRMED).first()

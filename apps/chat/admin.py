@@ -83,9 +83,9 @@ class ProfileAdmin(admin.ModelAdmin):
         if role is not None:
             return f"registered ({ROLE_NAMES.get(role, role)})"
         status = getattr(obj, "register_status", None)
-        if status:
-            return f"register {status}, not indexed yet" if status == OutboxItem.Status.CONFIRMED else f"register {status}"
-        return "not registered"
+        if status == OutboxItem.Status.CONFIRMED:
+            return "registered, not indexed yet"
+        return f"register {status}" if status else "not registered"
 
     @admin.display(description="role calls (grantRole / revokeRole)")
     def role_history(self, obj: Profile):

@@ -19,6 +19,7 @@ from lib.cid import parse as parse_cid
 from .accounts import profile_of
 from .models import RegisteredModel
 from .providers import encrypt_api_key
+from .roles import role_dependency
 
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.: ")
 
@@ -118,15 +119,9 @@ def register_model(user, fields: ModelFields) -> RegisteredModel:
             model_id=model_id, metadata_cid=cid)
         model.contexts.set(contexts)
         outbox.enqueue("addModel", profile.address, {"modelId": model_id, "metadataCid": cid},
-                       depends_on=registration_of(profile.address))
+                       depends_on=role_dependency(profile.address, "developer"))
     return model
 
-
-def registration_of(address: str) -> OutboxItem | None:
-    """The account's own Identity registration, while it is not on-chain yet: calls from the
-    account must wait for it (the contract refuses unregistered senders)."""
-    return OutboxItem.objects.filter(key=f"register:{address}").exclude(
-        status=OutboxItem.Status.CONFIRMED).first()
 
 
 def update_model(user, model: RegisteredModel, fields: ModelFields) -> RegisteredModel:
@@ -151,7 +146,8 @@ def update_model(user, model: RegisteredModel, fields: ModelFields) -> Registere
         revision = model.metadata_revision + 1
         outbox.enqueue("updateModelMetadata", profile.address, {"modelId": model.model_id, "metadataCid": cid},
                        key=f"updateModelMetadata:{model.model_id}:{revision}",
-                       depends_on=previous if previous and previous.status != OutboxItem.Status.CONFIRMED else None)
+                       depends_on=previous if previous and previous.status != OutboxItem.Status.CONFIRMED
+                       else role_dependency(profile.address, "developer"))
         model.name, model.provider = fields.name.strip(), fields.provider.strip()
         model.description, model.licence = fields.description.strip(), fields.licence.strip()
         model.parameters, model.endpoint_model = fields.parameters.strip(), fields.endpoint_model.strip()

@@ -18,7 +18,7 @@ from apps.chain.keys import admin_address
 from apps.chain.models import OutboxItem
 
 from .models import Profile
-from .registry import registration_of
+from .accounts import registration_of
 
 # Role name -> the Profile flag that mirrors it. `user` comes with registration and the operator
 # roles (oracle, registrar) with deployment: neither is granted here.
@@ -48,6 +48,22 @@ def role_calls(role: str, account: str):
     ).order_by("id")
 
 
+def role_dependency(account: str, role: str = "developer") -> OutboxItem | None:
+    """What a call that needs `role` on-chain (e.g. addModel needs developer) must wait for: the
+    role's latest change while it is not on-chain yet, else the account's unconfirmed registration.
+
+    A flag flips at once but its grantRole lands later; a call queued in between without this
+    dependency could reach the chain first and be refused.
+    """
+    account = to_checksum_address(account)
+    if role in ROLE_FLAGS:
+        pending = role_calls(role, account).filter(
+            status__in=(OutboxItem.Status.PENDING, OutboxItem.Status.SIGNED)).last()
+        if pending is not None:
+            return pending
+    return registration_of(account)
+
+
 def _flag(role: str) -> str:
     try:
         return ROLE_FLAGS[role]
@@ -64,13 +80,12 @@ def _change(profile: Profile, role: str, holds: bool) -> OutboxItem | None:
             setattr(profile, flag, holds)
             return None  # already so: nothing to queue
         account = to_checksum_address(locked.address)
-        earlier = role_calls(role, account)
-        previous = earlier.filter(status__in=(OutboxItem.Status.PENDING, OutboxItem.Status.SIGNED)).last()
+        n = role_calls(role, account).count()  # earlier changes of this role for this account
         setattr(locked, flag, holds)
         locked.save(update_fields=[flag])
         item = outbox.enqueue(function, admin_address(), {"role": role, "account": account},
-                              depends_on=previous or registration_of(account),
-                              key=role_call_key(function, role, account, earlier.count()))
+                              depends_on=role_dependency(account, role),
+                              key=role_call_key(function, role, account, n))
     setattr(profile, flag, holds)
     return item
 

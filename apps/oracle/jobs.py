@@ -30,7 +30,7 @@ from apps.chat.health import running_models
 from apps.chat.models import Interaction, RegisteredModel
 from apps.chat.providers import find_replay, stream_answer
 from apps.chat.ratings import queue_waiting
-from apps.chat.registry import registration_of
+from apps.chat.accounts import registration_of
 from lib import records
 from lib.reputation import WAD
 

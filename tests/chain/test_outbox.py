@@ -113,3 +113,69 @@ def test_a_long_cid_is_keyed_by_its_hash_within_the_key_column():
     # a CID that just fits keeps its plain form
     fits = "b" * (max_len - len(f"updateModelMetadata:{MODEL.lower()}:"))
     assert outbox.enqueue("updateModelMetadata", DEVELOPER, {"modelId": MODEL, "metadataCid": fits}).key.endswith(fits)
+
+
+# ----------------------------------------------------------------------------------------------
+# grantRole / revokeRole (LLMChainAccess, from the admin)
+# ----------------------------------------------------------------------------------------------
+ADMIN = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
+
+
+@pytest.mark.parametrize("function", ["grantRole", "revokeRole"])
+@pytest.mark.parametrize("change, message", [
+    ({"role": "oracle"}, "role must be one of"),
+    ({"role": "registrar"}, "role must be one of"),
+    ({"role": "DEVELOPER_ROLE"}, "role must be one of"),
+    ({"role": 2}, "role must be one of"),
+    ({"role": None}, "role must be one of"),
+    ({"account": "bob"}, "account is not an address"),
+    ({"account": None}, "account is not an address"),
+])
+def test_a_malformed_role_change_is_refused_and_queues_nothing(function, change, message):
+    with pytest.raises(outbox.InvalidCall, match=message):
+        outbox.enqueue(function, ADMIN, {"role": "developer", "account": USER, **change})
+    assert not OutboxItem.objects.exists()
+
+
+@pytest.mark.parametrize("role", ["developer", "expert", "user"])
+def test_a_role_grant_is_canonical_and_keyed_by_role_and_account(role):
+    item = outbox.enqueue("grantRole", ADMIN, {"role": role, "account": USER.lower(), "extra": 1})
+    assert item.payload == {"role": role, "account": USER}
+    assert item.key == f"grantRole:{role}:{USER}" and item.sender_address == ADMIN
+    assert outbox.enqueue("grantRole", ADMIN, {"role": role, "account": USER}).pk == item.pk
+    assert OutboxItem.objects.count() == 1
+
+
+def test_grant_revoke_grant_needs_counted_keys():
+    grant = outbox.enqueue("grantRole", ADMIN, {"role": "expert", "account": USER})
+    revoke = outbox.enqueue("revokeRole", ADMIN, {"role": "expert", "account": USER},
+                            key=f"revokeRole:expert:{USER}:1", depends_on=grant)
+    again = outbox.enqueue("grantRole", ADMIN, {"role": "expert", "account": USER},
+                           key=f"grantRole:expert:{USER}:2", depends_on=revoke)
+    assert len({grant.pk, revoke.pk, again.pk}) == 3 and again.depends_on == revoke
+    # without a key, a second grant is folded into the first; a default revoke is change 0
+    assert outbox.enqueue("grantRole", ADMIN, {"role": "expert", "account": USER}).pk == grant.pk
+    assert outbox.idempotency_key("revokeRole", {"role": "expert", "account": USER}) == f"revokeRole:expert:{USER}:0"
+
+
+def test_a_role_grant_from_another_sender_is_a_conflict():
+    outbox.enqueue("grantRole", ADMIN, {"role": "developer", "account": USER})
+    with pytest.raises(outbox.ConflictingCall):
+        outbox.enqueue("grantRole", ORACLE, {"role": "developer", "account": USER})
+
+
+def test_role_calls_are_encoded_for_the_access_contract():
+    from eth_utils import keccak
+
+    from apps.chain.abi import ContractAbi
+    from apps.chain.ledger import CALLS, Deployment, Ledger
+
+    deployment = Deployment(chainId=31337, identity="0x" + "01" * 20, access="0x" + "02" * 20,
+                            reputation="0x" + "03" * 20, deployBlock=0)
+    ledger = Ledger(None, deployment)
+    abi = ContractAbi.load("LLMChainAccess")
+    for function in ("grantRole", "revokeRole"):
+        assert CALLS[function].contract == "access" and CALLS[function].batch is None
+        to, data, gas = ledger.calldata(function, [{"role": "developer", "account": USER}])
+        assert to == deployment.access and 50_000 <= gas <= 200_000
+        assert data == abi.fn(function).encode(keccak(text="DEVELOPER_ROLE"), USER)
