@@ -154,7 +154,7 @@ class Interaction(models.Model):
     auto_block = models.BigIntegerField()
     sh = models.BigIntegerField(null=True)
     wh = models.BigIntegerField(null=True)
-    d_minutes = models.BigIntegerField(null=True)
+    d_minutes = models.DecimalField(max_digits=30, decimal_places=0, null=True)  # 1e18 minutes, up to 1440e18
     human_tx = models.CharField(max_length=66, blank=True)
     reputation_tx = models.CharField(max_length=66, blank=True)
 

@@ -12,6 +12,7 @@ from django.db.models import Q
 from apps.chain import outbox
 from apps.chain.client import ChainError
 from apps.chain.ledger import default_ledger
+from apps.chain.models import Interaction as LedgerInteraction
 from apps.chain.models import OutboxItem, ReputationChange
 from lib.reputation import decay_factor, likert_ok, minutes_since
 
@@ -89,8 +90,9 @@ def refresh(rating: Rating) -> Rating:
         if any(i.status == OutboxItem.Status.FAILED for i in items):
             failed = next(i for i in items if i.status == OutboxItem.Status.FAILED)
             rating.status, rating.error = Rating.Status.FAILED, f"{failed.function} refused: {failed.last_error}"
-        elif all(i.status == OutboxItem.Status.CONFIRMED for i in items):
-            rating.status = Rating.Status.ONCHAIN
+        elif all(i.status == OutboxItem.Status.CONFIRMED for i in items) and LedgerInteraction.objects.filter(
+                interaction_id=rating.interaction.interaction_id).exclude(reputation_tx="").exists():
+            rating.status = Rating.Status.ONCHAIN  # confirmed and indexed: the page can show the moves
         Rating.objects.filter(pk=rating.pk).update(status=rating.status, error=rating.error)
     return rating
 

@@ -68,7 +68,7 @@ def test_a_rating_moves_rh_and_r_exactly_as_the_spec_says(replay_world):
         assert abs(got_ra / 1e18 - ra) < 1e-9 and abs(got_rh / 1e18 - rh) < 1e-9 and abs(got_r / 1e18 - r) < 1e-9
         assert (n_auto, n_human) == (1, 1)
     row = LedgerInteraction.objects.get(interaction_id=interaction.interaction_id)
-    assert abs(row.d_minutes / 1e18 - d) < 1e-9 and abs(row.wh / 1e18 - wh) < 1e-9
+    assert abs(int(row.d_minutes) / 1e18 - d) < 1e-9 and abs(row.wh / 1e18 - wh) < 1e-9
     moves = {m["context"]: m for m in reputation_moves(interaction)}
     before_rh, after_rh = moves["writing"]["rh"]
     assert before_rh == 5 * 10**17 and abs(after_rh / 1e18 - rh) < 1e-9  # what the page shows
