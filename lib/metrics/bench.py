@@ -80,16 +80,22 @@ def run_scoring_bench(data: Path, pairs: int = 600, k: int = 3, seed: int = 0, r
              for name, ours, theirs in (("P", [x[0] for x in project_result], P),
                                         ("R", [x[1] for x in project_result], R),
                                         ("F1", [x[2] for x in project_result], F))}
-    med = {side: statistics.median(v) for side, v in times.items()}
-    med_cpu = {side: statistics.median(v) for side, v in cpu.items()}
-    rate = {side: len(the_pairs) / med[side] for side in med}
+    # Means over the rounds: with the A B / B A order a steady drift of the machine's load (others'
+    # work on the same cores) weighs on both sides alike.
+    mean = {side: statistics.fmean(v) for side, v in times.items()}
+    mean_cpu = {side: statistics.fmean(v) for side, v in cpu.items()}
+    rate = {side: len(the_pairs) / mean[side] for side in mean}
+    rounds = [a / b for a, b in zip(times["bert_score"], times["project"])]
     stats = scorer.stats
     out(f"{'':<34}{'wall s':>9}{'cpu s':>9}{'pairs/s':>10}")
-    out(f"{'bert_score.score (one call, bs 64)':<34}{med['bert_score']:>9.2f}{med_cpu['bert_score']:>9.2f}"
+    out(f"{'bert_score.score (one call, bs 64)':<34}{mean['bert_score']:>9.2f}{mean_cpu['bert_score']:>9.2f}"
         f"{rate['bert_score']:>10.2f}")
-    out(f"{'project scorer (empty cache)':<34}{med['project']:>9.2f}{med_cpu['project']:>9.2f}{rate['project']:>10.2f}")
+    out(f"{'project scorer (empty cache)':<34}{mean['project']:>9.2f}{mean_cpu['project']:>9.2f}"
+        f"{rate['project']:>10.2f}")
     out(f"bert_score's model load inside its call: ~{load_s:.2f} s; runs (wall s): "
-        + "; ".join(f"{side} " + ", ".join(f"{t:.2f}" for t in v) for side, v in times.items()))
+        + "; ".join(f"{side} " + ", ".join(f"{t:.2f}" for t in v) for side, v in times.items())
+        + "; ratio per round: " + ", ".join(f"{x:.2f}" for x in rounds)
+        + f"; cpu-time ratio {mean_cpu['bert_score'] / mean_cpu['project']:.2f}")
     out(f"project: {stats['texts_encoded']} texts encoded in {stats['forward_passes']} passes, "
         f"{stats['tokens']} tokens padded to {stats['padded_tokens']}")
     out("max |diff| before calibration: " + ", ".join(f"{n} {d:.2e}" for n, d in diffs.items())

@@ -23,8 +23,8 @@ What bert_score does and this module does the same way (so raw F1 agrees within 
   (reference's) other tokens, of the best similarity in the other text, where a best similarity
   below 0 counts as 0: in bert_score's batches of 64 pairs the padding positions of the shorter
   texts enter the max with similarity 0, so for every text but the longest of its batch bert_score
-  floors the best match at 0. Flooring always makes this scorer independent of how pairs are
-  batched, and agree with the plain batched call (on 300 pairs of answers to different MT-Bench
+  floors the best match at 0. Flooring it always keeps this scorer independent of how pairs are
+  batched and in agreement with the plain batched call (on 300 pairs of answers to different MT-Bench
   questions, where negative best matches occur: max |diff F1| 3.5e-5 floored, 6.8e-3 not);
 - ``F1 = 2PR / (P + R)``; a text with no token besides ``[CLS] [SEP]`` (empty or blank) gives
   P = R = F1 = 0, as bert_score does (it warns and zeroes them; with transformers 5 bert_score
@@ -293,7 +293,8 @@ class BERTScore:
         while start < len(lengths):
             width = lengths[start]
             end = start + 1
-            while (end < len(lengths) and end - start < self.max_batch and (end - start + 1) * width <= self.batch_tokens
+            while (end < len(lengths) and end - start < self.max_batch
+                   and (end - start + 1) * width <= self.batch_tokens
                    and lengths[end] >= width * (1 - self.pad_tolerance)):
                 end += 1
             batches.append(range(start, end))

@@ -1,4 +1,4 @@
-"""python manage.py bench chain [...]: benchmarks; each prints, as its last line, one JSON object
+"""python manage.py bench {chain,scoring} [...]: benchmarks; each prints, as its last line, one JSON object
 with its headline figures."""
 
 from __future__ import annotations
@@ -31,6 +31,17 @@ for a clean measurement use a scratch database, e.g.
 """
 
 
+SCORING_HELP = """\
+Score the (answer, reference) pairs the oracle would score (each interaction's MT-Bench answer
+against the answers of the top-k other models of its context, so references recur) with the
+plain bert_score.score(...) call (one call over all pairs, its default batch size) and with the
+project's scorer (lib/metrics/bertscore.py, empty cache each timed run), in the same run with
+the same torch threads, warm-up not timed. Fails (non-zero exit) when their raw F1 differ by
+more than 1e-3. The last line is one JSON object: pairs, baseline_pairs_per_s,
+project_pairs_per_s, ratio, max_abs_diff.
+"""
+
+
 def int_list(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
@@ -46,7 +57,8 @@ def name_list(text: str) -> list[str]:
 
 
 class Command(BaseCommand):
-    help = "Benchmarks. `bench chain`: ledger throughput and latency (see `bench chain --help`)."
+    help = ("Benchmarks. `bench chain`: ledger throughput and latency (see `bench chain --help`); "
+            "`bench scoring`: the oracle's BERTScore scorer against plain bert_score.")
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)
@@ -75,11 +87,42 @@ class Command(BaseCommand):
                             "skipped once confirmed/s falls under 60%% of the offered rate with a backlog left)")
         p.add_argument("--keep-rows", action="store_true", help="keep the bench's rows in the database")
 
+        s = sub.add_parser("scoring", help="the project's BERTScore scorer against plain bert_score.score",
+                           description=SCORING_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+        s.add_argument("--data", type=Path, default=None,
+                       help=f"MT-Bench folder (default: LLMCHAIN_MTBENCH_DIR, {settings.LLMCHAIN_MTBENCH_DIR})")
+        s.add_argument("--pairs", type=int, default=600, help="pairs to score (default 600)")
+        s.add_argument("--k", type=int, default=3, help="references per answer (default 3)")
+        s.add_argument("--seed", type=int, default=0, help="seed of the interactions and rankings (default 0)")
+        s.add_argument("--repeat", type=int, default=1,
+                       help="timed runs per side, interleaved A B / B A; figures are means (default 1)")
+        s.add_argument("--threads", type=int, default=None, help="torch threads for both sides (default: torch's)")
+
     def handle(self, *args, action, **opts):
         try:
             getattr(self, f"do_{action}")(**opts)
         except (ChainError, NodeError, ValueError, RuntimeError) as exc:
             raise CommandError(str(exc)) from exc
+
+    def do_scoring(self, data=None, pairs=600, k=3, seed=0, repeat=1, threads=None, **_):
+        from lib.metrics import MetricError
+        from lib.metrics.bench import run_scoring_bench
+
+        data = Path(data) if data is not None else Path(settings.LLMCHAIN_MTBENCH_DIR)
+        if not (data / "model_answer").is_dir():
+            raise CommandError(f"no MT-Bench answers under {data} (expected model_answer/*.jsonl)")
+
+        def out(line: str) -> None:
+            self.stdout.write(line)
+            self.stdout.flush()
+
+        try:
+            summary = run_scoring_bench(data, pairs=pairs, k=k, seed=seed, repeat=repeat, threads=threads, out=out)
+        except MetricError as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(json.dumps(summary))
+        if not summary["ok"]:
+            raise CommandError(f"raw F1 differs from bert_score by {summary['max_abs_diff']:.2e} > 1e-3")
 
     def do_chain(self, rates=None, duration=10, batch=None, functions=None, users=50, submitter="process",
                  ceiling_duration=8, drain_timeout=120, work_dir=None, keep_rows=False, full_sweep=False, **_):
