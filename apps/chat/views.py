@@ -133,6 +133,16 @@ def models_index(request):
     return render(request, "chat/models.html", {"models": models, "can_register": bool(profile and profile.is_developer)})
 
 
+def _attempt(action):
+    """Run a domain call for a form: (result, {}, 200), or (None, field errors, 400 or 403)."""
+    try:
+        return action(), {}, 200
+    except ValidationError as exc:
+        return None, exc.message_dict, 400
+    except PermissionError as exc:
+        return None, {"form": [str(exc)]}, 403
+
+
 def _fields_from(post) -> registry.ModelFields:
     return registry.ModelFields(
         name=post.get("name", ""), provider=post.get("provider", ""), endpoint_url=post.get("endpoint_url", ""),
@@ -148,13 +158,8 @@ def model_new(request):
         return render(request, "chat/model_form.html", {"forbidden": True}, status=403)
     errors, status = {}, 200
     if request.method == "POST":
-        try:
-            model = registry.register_model(request.user, _fields_from(request.POST))
-        except ValidationError as exc:
-            errors, status = exc.message_dict, 400
-        except PermissionError as exc:
-            errors, status = {"form": [str(exc)]}, 403
-        else:
+        model, errors, status = _attempt(lambda: registry.register_model(request.user, _fields_from(request.POST)))
+        if model is not None:
             return redirect("model", model.pk)
     return render(request, "chat/model_form.html", {"errors": errors, "values": request.POST, "contexts": _contexts()},
                   status=status)
@@ -171,13 +176,8 @@ def model_edit(request, pk):
         "endpoint_model": model.endpoint_model, "parameters": model.parameters, "licence": model.licence,
         "description": model.description}
     if request.method == "POST":
-        try:
-            registry.update_model(request.user, model, _fields_from(request.POST))
-        except ValidationError as exc:
-            errors, status = exc.message_dict, 400
-        except PermissionError as exc:
-            errors, status = {"form": [str(exc)]}, 403
-        else:
+        updated, errors, status = _attempt(lambda: registry.update_model(request.user, model, _fields_from(request.POST)))
+        if updated is not None:
             return redirect("model", model.pk)
     selected = request.POST.getlist("contexts") if request.method == "POST" else [
         c.context_id for c in model.contexts.all()]
