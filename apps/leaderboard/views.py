@@ -1,17 +1,29 @@
+from django.http import Http404, HttpResponseBadRequest
 from django.shortcuts import render
 
-from apps.chain.models import Context, Reputation
-from lib.reputation import GLOBAL_CONTEXT
+from . import boards
+from .boards import GLOBAL_HEX  # noqa: F401  (kept importable from here)
 
-GLOBAL_HEX = "0x" + GLOBAL_CONTEXT.hex()
+TABLE_TARGET = "board-table"
 
 
 def board(request):
-    """The reputation board of one context (the global one by default), from indexed tables."""
-    context_id = request.GET.get("context", GLOBAL_HEX)
-    contexts = list(Context.objects.exclude(context_id=GLOBAL_HEX).order_by("name"))
-    rows = Reputation.objects.filter(context_id=context_id).order_by("-r", "model_id")
-    current = next((c.name for c in contexts if c.context_id == context_id), "Global")
-    return render(request, "leaderboard/board.html",
-                  {"rows": rows, "contexts": contexts, "context_id": context_id, "current": current,
-                   "global_id": GLOBAL_HEX})
+    """The reputation board of one context (the global one by default), from indexed tables.
+
+    A plain request gets the whole page; an htmx request gets the board (context switch) or, when it
+    targets #board-table (a column header), only the table.
+    """
+    try:
+        board = boards.build_board(request.GET.get("context"), request.GET.get("sort"), request.GET.get("dir"))
+    except boards.BoardError as exc:
+        return HttpResponseBadRequest(str(exc))
+    except boards.UnknownContext as exc:
+        raise Http404(str(exc)) from exc
+    template = "leaderboard/board.html"
+    if request.headers.get("HX-Request") and not request.headers.get("HX-History-Restore-Request"):
+        template = ("leaderboard/_table.html" if request.headers.get("HX-Target") == TABLE_TARGET
+                    else "leaderboard/_board.html")
+    response = render(request, template, {"board": board, "contexts": boards.board_contexts(),
+                                          "global_id": boards.GLOBAL_HEX})
+    response["Vary"] = "HX-Request, HX-Target"
+    return response

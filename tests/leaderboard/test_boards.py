@@ -1,0 +1,230 @@
+import csv
+import io
+import subprocess
+import sys
+
+import pytest
+from django.test import override_settings
+
+from apps.chain.models import Context, Reputation
+from apps.chat.models import RegisteredModel
+from apps.leaderboard import boards
+from tests.chat.factories import developer
+
+pytestmark = pytest.mark.django_db
+GLOBAL = "0x" + "00" * 32
+CTX = "0x" + "ab" * 32
+WAD = 10**18
+
+
+def mid(n: int) -> str:
+    return "0x" + f"{n:02x}" * 32
+
+
+def rep(model: int, r: float, *, ra=0.5, rh=0.5, n_auto=5, n_human=0, block=10, context=CTX):
+    return Reputation.objects.create(model_id=mid(model), context_id=context, ra=int(ra * WAD), rh=int(rh * WAD),
+                                     r=int(r * WAD), n_auto=n_auto, n_human=n_human, block_number=block)
+
+
+def register(model: int, name: str):
+    owner = developer(f"dev{model}")
+    return RegisteredModel.objects.create(owner=owner, name=name, provider="test", model_id=mid(model),
+                                          metadata_cid=f"cid{model}")
+
+
+@pytest.fixture
+def board_data():
+    """Four ranked models (two tied on R) and one provisional, in the `math` context."""
+    Context.objects.create(context_id=CTX, name="math", block_number=1)
+    register(1, "alpha")
+    register(2, "bravo")
+    register(3, "charlie")
+    rep(1, 0.7, ra=0.9, rh=0.1, n_auto=5, n_human=3, block=30)
+    rep(2, 0.7, ra=0.2, rh=0.8, n_auto=9, n_human=0, block=10)
+    rep(3, 0.9, ra=0.5, rh=0.6, n_auto=2, n_human=4, block=20)
+    rep(4, 0.2, ra=0.3, rh=0.3, n_auto=5, n_human=1, block=40)  # unregistered: shown by its short id
+    rep(5, 0.99, ra=0.99, rh=0.0, n_auto=4, n_human=0, block=50)  # provisional: 4 < 5
+
+
+def names(rows):
+    return [r.name for r in rows]
+
+
+def test_ranking_by_r_ties_broken_by_name_and_provisional_apart(board_data):
+    board = boards.build_board(CTX)
+    assert board.context_name == "math" and board.sort == "r" and board.direction == "desc"
+    assert names(board.ranked) == ["charlie", "alpha", "bravo", boards.short_id(mid(4))]
+    assert [r.rank for r in board.ranked] == [1, 2, 3, 4]
+    assert [r.model_id for r in board.provisional] == [mid(5)] and board.provisional[0].rank is None
+    assert board.ranked[0].url == f"/models/{RegisteredModel.objects.get(name='charlie').pk}/"
+    assert board.ranked[3].url is None
+
+
+@pytest.mark.parametrize("sort, direction, expected", [
+    ("r", "asc", ["0x04", "alpha", "bravo", "charlie"]),
+    ("ra", "desc", ["alpha", "charlie", "0x04", "bravo"]),
+    ("ra", "asc", ["bravo", "0x04", "charlie", "alpha"]),
+    ("rh", "desc", ["bravo", "charlie", "0x04", "alpha"]),
+    ("n_auto", "desc", ["bravo", "0x04", "alpha", "charlie"]),  # 0x04 and alpha tie on 5: by name
+    ("n_human", "desc", ["charlie", "alpha", "0x04", "bravo"]),
+    ("block", "asc", ["bravo", "charlie", "alpha", "0x04"]),
+    ("name", "asc", ["0x04", "alpha", "bravo", "charlie"]),
+    ("name", "desc", ["charlie", "bravo", "alpha", "0x04"]),
+])
+def test_each_sort_order_keeps_the_rank_by_r(board_data, sort, direction, expected):
+    board = boards.build_board(CTX, sort, direction)
+    assert [n[:4] if n.startswith("0x") else n for n in names(board.ranked)] == expected
+    ranks = {r.name: r.rank for r in board.ranked}
+    assert ranks["charlie"] == 1 and ranks["alpha"] == 2 and ranks["bravo"] == 3
+
+
+def test_defaults_and_bad_sort_parameters(board_data):
+    assert boards.build_board(CTX, "name").direction == "asc"
+    lenient = boards.build_board(CTX, "bogus", "sideways")
+    assert (lenient.sort, lenient.direction) == ("r", "desc")
+    with pytest.raises(boards.BoardError):
+        boards.build_board(CTX, "bogus", strict=True)
+    with pytest.raises(boards.BoardError):
+        boards.build_board(CTX, "r", "sideways", strict=True)
+    with pytest.raises(boards.BoardError):
+        boards.build_board("0xnope")
+    with pytest.raises(boards.UnknownContext):
+        boards.build_board("0x" + "ee" * 32)
+
+
+def test_the_threshold_comes_from_settings(board_data):
+    with override_settings(LLMCHAIN_BOARD_MIN_EVALUATIONS=7):
+        board = boards.build_board(CTX)
+        assert names(board.ranked) == ["alpha", "bravo"]  # 8 and 9 evaluations
+        assert len(board.provisional) == 3 and board.min_evaluations == 7
+    with override_settings(LLMCHAIN_BOARD_MIN_EVALUATIONS=0):
+        assert len(boards.build_board(CTX).ranked) == 5
+
+
+def test_global_board_needs_no_context_row():
+    rep(1, 0.5, context=GLOBAL)
+    board = boards.build_board(None)
+    assert board.context_id == GLOBAL and board.context_name == "Global" and len(board.ranked) == 1
+
+
+# --- the page ------------------------------------------------------------------------------------
+
+def test_full_page_shows_sortable_headers_provisional_section_and_exports(client, board_data):
+    response = client.get("/", {"context": CTX})
+    page = response.content.decode()
+    assert response.status_code == 200 and "<html" in page and "htmx.min.js" in page
+    assert "math reputation board" in page
+    assert page.index(">charlie<") < page.index(">alpha<") < page.index(">bravo<")
+    assert 'href="/models/' in page
+    assert 'hx-target="#board-table"' in page and 'hx-push-url="true"' in page
+    assert f"?context={CTX}&amp;sort=r&amp;dir=asc" in page, "clicking the current column reverses it"
+    assert f"?context={CTX}&amp;sort=ra&amp;dir=desc" in page
+    assert 'aria-sort="descending" data-sort="r"' in page
+    assert "Not yet ranked" in page and "at least 5 evaluations" in page
+    assert page.index("Not yet ranked") > page.index(">bravo<")
+    assert page.index(f'title="{mid(5)}"') > page.index("Not yet ranked")
+    assert f'href="/api/boards/{CTX}?sort=r&amp;dir=desc"' in page
+    assert f'href="/api/boards/{CTX}.csv?sort=r&amp;dir=desc"' in page
+
+
+def test_htmx_header_click_gets_only_the_table(client, board_data):
+    response = client.get("/", {"context": CTX, "sort": "name", "dir": "asc"},
+                          headers={"HX-Request": "true", "HX-Target": "board-table"})
+    page = response.content.decode()
+    assert page.lstrip().startswith('<div id="board-table">')
+    assert "<html" not in page and "<h1>" not in page and 'class="contexts"' not in page
+    assert page.index(">alpha<") < page.index(">bravo<") < page.index(">charlie<")
+    assert "HX-Request" in response["Vary"]
+    assert f"/api/boards/{CTX}.csv?sort=name&amp;dir=asc" in page, "the exports follow the order"
+
+
+def test_htmx_context_switch_gets_the_board(client, board_data):
+    page = client.get("/", {"context": CTX}, headers={"HX-Request": "true", "HX-Target": "board"}).content.decode()
+    assert page.lstrip().startswith('<div id="board">')
+    assert "<html" not in page and "math reputation board" in page and 'id="board-table"' in page
+    assert 'hx-target="#board"' in page
+    restore = client.get("/", {"context": CTX}, headers={"HX-Request": "true", "HX-History-Restore-Request": "true"})
+    assert "<html" in restore.content.decode(), "a history restore gets the whole page"
+
+
+def test_page_errors(client):
+    assert client.get("/", {"context": "0xnope"}).status_code == 400
+    assert client.get("/", {"context": "0x" + "ee" * 32}).status_code == 404
+
+
+def test_empty_and_all_provisional_boards(client):
+    Context.objects.create(context_id=CTX, name="math", block_number=1)
+    assert "No evaluations recorded" in client.get("/", {"context": CTX}).content.decode()
+    rep(1, 0.5, n_auto=1)
+    page = client.get("/", {"context": CTX}).content.decode()
+    assert "No model has enough evaluations" in page and "Not yet ranked" in page
+
+
+def test_script_names_are_escaped(client):
+    Context.objects.create(context_id=CTX, name="<script>x</script>", block_number=1)
+    rep(1, 0.5)
+    RegisteredModel.objects.create(owner=developer(), name="<script>m</script>", provider="t", model_id=mid(1),
+                                   metadata_cid="c")  # bypasses the registry's validation on purpose
+    for headers in ({}, {"HX-Request": "true", "HX-Target": "board"}):
+        page = client.get("/", {"context": CTX}, headers=headers).content.decode()
+        assert "<script>x</script>" not in page and "&lt;script&gt;x&lt;/script&gt;" in page
+        assert "<script>m</script>" not in page and "&lt;script&gt;m&lt;/script&gt;" in page
+    data = client.get(f"/api/boards/{CTX}").json()
+    assert data["context"]["name"] == "<script>x</script>" and data["ranked"][0]["name"] == "<script>m</script>"
+
+
+# --- the exports ---------------------------------------------------------------------------------
+
+def test_json_export(client, board_data):
+    response = client.get(f"/api/boards/{CTX}", {"sort": "name"})
+    assert response.status_code == 200 and response["Content-Type"].startswith("application/json")
+    data = response.json()
+    assert data["context"] == {"context_id": CTX, "name": "math"}
+    assert data["sort"] == "name" and data["dir"] == "asc" and data["min_evaluations"] == 5
+    assert "at least 5 evaluations" in data["rule"] and data["generated_at"]
+    assert [r["name"] for r in data["ranked"]][1:] == ["alpha", "bravo", "charlie"]
+    alpha = data["ranked"][1]
+    assert alpha["rank"] == 2 and alpha["r"] == str(7 * 10**17) and alpha["r_decimal"] == pytest.approx(0.7)
+    assert alpha["ra"] == str(9 * 10**17) and alpha["rh_decimal"] == pytest.approx(0.1)
+    assert alpha["registered"] and alpha["url"].startswith("/models/")
+    assert (alpha["n_auto"], alpha["n_human"], alpha["evaluations"], alpha["block_number"]) == (5, 3, 8, 30)
+    assert data["ranked"][0]["registered"] is False and data["ranked"][0]["url"] is None
+    assert [(r["model_id"], r["rank"]) for r in data["provisional"]] == [(mid(5), None)]
+
+
+def test_json_export_errors(client, board_data):
+    bad = client.get("/api/boards/0xnope")
+    assert bad.status_code == 400 and "64 hexadecimal" in bad.json()["detail"]
+    missing = client.get("/api/boards/0x" + "ee" * 32)
+    assert missing.status_code == 404 and "No context" in missing.json()["detail"]
+    assert client.get(f"/api/boards/{CTX}", {"sort": "bogus"}).status_code == 400
+    assert client.get(f"/api/boards/{CTX}", {"dir": "up"}).status_code == 400
+    assert client.get(f"/api/boards/{CTX.upper().replace('0X', '0x')}").json()["context"]["context_id"] == CTX
+
+
+def test_csv_export(client, board_data):
+    response = client.get(f"/api/boards/{CTX}.csv", {"sort": "rh", "dir": "asc"})
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    assert "attachment" in response["Content-Disposition"]
+    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    assert rows[0] == boards.CSV_HEADER
+    assert [r[3] for r in rows[1:5]] == ["alpha", boards.short_id(mid(4)), "charlie", "bravo"]
+    assert rows[5][1] == "provisional" and rows[5][0] == "" and rows[5][2] == mid(5)
+    alpha = dict(zip(rows[0], rows[1]))
+    assert alpha["rank"] == "2" and alpha["status"] == "ranked" and alpha["r"] == str(7 * 10**17)
+    assert alpha["r_decimal"] == "0.700000" and alpha["evaluations"] == "8" and alpha["block_number"] == "30"
+    assert len(rows) == 6
+
+
+def test_csv_export_errors(client):
+    assert client.get("/api/boards/0xnope.csv").status_code == 400
+    missing = client.get("/api/boards/0x" + "ee" * 32 + ".csv")
+    assert missing.status_code == 404 and "No context" in missing.json()["detail"]
+
+
+def test_schema_describes_the_exports_and_validates():
+    result = subprocess.run([sys.executable, "manage.py", "spectacular", "--validate", "--fail-on-warn"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "/api/boards/{context_id}:" in result.stdout and "/api/boards/{context_id}.csv:" in result.stdout
+    assert "text/csv" in result.stdout
