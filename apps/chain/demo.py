@@ -16,12 +16,17 @@ def context_id(name: str) -> str:
     return "0x" + keccak(text=f"llmchain:context:{name}").hex()
 
 
+def queue_context(name: str):
+    """Queue addContext for a named context (ids derive from the name, so queuing twice is one call)."""
+    return outbox.enqueue("addContext", admin_address(), {"contextId": context_id(name), "name": name})
+
+
 def seed_demo() -> int:
     """Queue the demo contexts and a demo developer and user; returns how many calls were new."""
     before = OutboxItem.objects.count()
     admin = admin_address()
     for name in DEMO_CONTEXTS:
-        outbox.enqueue("addContext", admin, {"contextId": context_id(name), "name": name})
+        queue_context(name)
     for label, role in (("demo developer", "developer"), ("demo user", "user")):
         row = SigningKey.objects.filter(label=label).first()
         if row is None:

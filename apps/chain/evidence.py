@@ -19,7 +19,6 @@ from django.db.models import Q
 from django.utils import timezone
 
 from lib import cid as cids
-from lib.cid import CidError, TooLarge  # noqa: F401  (part of this module's interface)
 
 from .ipfs import IpfsCorrupt, IpfsError, IpfsNotFound, IpfsUnavailable, KuboClient
 from .models import EvidencePin

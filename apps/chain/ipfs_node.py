@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -31,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from .node import REPO, NodeError, free_port
+from .node import REPO, LocalProcess, NodeError, free_port
 
 DAEMON_JS = Path(__file__).with_name("ipfs_daemon.mjs")
 IPFS_DAEMON_PKG = REPO / "node_modules" / "ipfs-daemon"
@@ -56,7 +55,7 @@ def _is_our_daemon(pid: int) -> bool:
 
 
 @dataclass
-class IpfsNode:
+class IpfsNode(LocalProcess):
     """A js-ipfs process on `repo`. `api_port=0` picks a free port; `gateway_port=None` runs no
     gateway (0: a free port); `swarm_port=None` opens no libp2p listener (0: any port, 127.0.0.1).
     """
@@ -152,31 +151,13 @@ class IpfsNode:
         """SIGTERM (js-ipfs closes the repo and removes repo.lock), then SIGKILL if needed."""
         if not self.proc:
             return
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        self._terminate(timeout)
         self._release()
 
     def kill(self) -> None:
         """Die at once, as a crashed node would; the next start() clears the stale repo lock."""
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        self._kill()
         self._close_out()
-
-    def restart(self) -> "IpfsNode":
-        self.stop()
-        return self.start()
-
-    def __enter__(self) -> "IpfsNode":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def _release(self) -> None:
         """After our process is gone: drop what a killed node leaves behind in the repo."""

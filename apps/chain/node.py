@@ -41,8 +41,41 @@ def anvil_available() -> bool:
     return ANVIL_BIN.exists() or shutil.which("anvil") is not None
 
 
+class LocalProcess:
+    """What the local nodes share: a child process group to stop gently or kill, and restart.
+    Subclasses provide `proc`, `start()` and `stop()`."""
+
+    proc: subprocess.Popen | None
+
+    def _terminate(self, timeout: float) -> None:
+        """SIGTERM to the whole group, then SIGKILL if it is still there after `timeout`."""
+        if not self.proc or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def _kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def restart(self):
+        self.stop()
+        return self.start()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
 @dataclass
-class AnvilNode:
+class AnvilNode(LocalProcess):
     """An anvil process. `block_time=None` mines each transaction at once (automine).
 
     `state_file` keeps the chain on disk across restarts (anvil dumps it on exit and every
@@ -112,27 +145,8 @@ class AnvilNode:
 
     def stop(self, timeout: float = 20) -> None:
         """Stop gracefully (SIGTERM: anvil writes its state file), then kill if needed."""
-        if not self.proc or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        self._terminate(timeout)
 
     def kill(self) -> None:
         """Die at once, as a crashed node would (no state dump on the way out)."""
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
-    def restart(self) -> "AnvilNode":
-        self.stop()
-        return self.start()
-
-    def __enter__(self) -> "AnvilNode":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+        self._kill()

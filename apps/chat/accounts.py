@@ -44,9 +44,16 @@ def sign_up(username: str, password: str | None, *, role: str = "user", check_pa
     with transaction.atomic():
         user = User.objects.create_user(username=username.strip(), password=password)
         key = new_key(label=f"account:{user.username}")
-        profile = Profile.objects.create(user=user, address=key.address, is_developer=role == "developer")
+        Profile.objects.create(user=user, address=key.address, is_developer=role == "developer")
         outbox.enqueue("register", admin_address(), {"account": key.address, "role": role})
     return user
+
+
+def service_account(username: str, role: str = "user") -> User:
+    """The site's own account named `username` (the built-in model's owner, the replay's user...),
+    created on first use with a chain identity and no usable password."""
+    return User.objects.filter(username=username).first() or sign_up(username, None, role=role,
+                                                                     check_password=False)
 
 
 def profile_of(user) -> Profile | None:

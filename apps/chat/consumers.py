@@ -14,9 +14,7 @@ from django.utils.html import escape
 from apps.oracle.models import EvaluationJob
 
 from . import conversations
-from .gateway import GatewayError
 from .models import Conversation
-from .providers import stream_answer
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -80,22 +78,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send(render_to_string("chat/_error.html", {"message": message}))
             return
         await self.send(render_to_string("chat/_turn_start.html", {"i": interaction}))
-        messages = await database_sync_to_async(conversations.history)(interaction)
-        parts: list[str] = []
-        try:
-            async for piece in stream_answer(self.conversation.model, messages, **conversations.answer_params()):
-                parts.append(piece)
-                await self.send(f'<div hx-swap-oob="beforeend:#answer-text-{interaction.pk}">'
-                                f"<span>{escape(piece)}</span></div>")
-        except GatewayError as exc:
-            await database_sync_to_async(conversations.fail_interaction)(interaction, str(exc), "".join(parts))
-        except asyncio.CancelledError:  # the page went away mid-answer: keep what came, evaluate nothing
-            await asyncio.shield(database_sync_to_async(conversations.fail_interaction)(
-                interaction, "the page was closed before the answer finished", "".join(parts)))
-            raise
-        else:
-            job = await database_sync_to_async(conversations.finish_interaction)(interaction, "".join(parts))
-            interaction.job = job
+
+        async def send_piece(piece: str) -> None:
+            await self.send(f'<div hx-swap-oob="beforeend:#answer-text-{interaction.pk}">'
+                            f"<span>{escape(piece)}</span></div>")
+
+        await conversations.answer(interaction, self.conversation.model, on_piece=send_piece,
+                                   db=database_sync_to_async)
         await self.send(render_to_string("chat/_turn_end.html", {"i": interaction}))
 
     async def evaluation_update(self, event):

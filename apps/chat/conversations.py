@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
+from collections.abc import Awaitable, Callable
 
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -12,8 +16,10 @@ from django.utils import timezone
 from apps.chain.models import Context
 from apps.oracle.models import EvaluationJob
 
+from .gateway import Gateway, GatewayError
 from .health import running_models
 from .models import Conversation, Interaction, RegisteredModel
+from .providers import stream_answer
 
 MAX_PROMPT = 8000
 
@@ -76,9 +82,6 @@ def finish_interaction(interaction: Interaction, answer: str,
 
 def wake_oracle() -> None:
     """Best-effort: a lost wake-up only delays the job until the worker's next poll."""
-    from asgiref.sync import async_to_sync
-    from channels.layers import get_channel_layer
-
     layer = get_channel_layer()
     if layer is None or not settings.REDIS_URL:  # the in-memory layer has no other process to wake
         return
@@ -96,3 +99,31 @@ def fail_interaction(interaction: Interaction, error: str, partial: str = "") ->
 
 def answer_params() -> dict:
     return {"max_tokens": settings.LLMCHAIN_ANSWER_MAX_TOKENS}
+
+
+async def answer(interaction: Interaction, model: RegisteredModel, *,
+                 on_piece: Callable[[str], Awaitable[None]] | None = None, gateway: Gateway | None = None,
+                 db=sync_to_async) -> GatewayError | None:
+    """Ask the model, hand each piece of its answer to `on_piece`, then settle the interaction:
+    done (saved with its evaluation job) or failed, never left "streaming".
+
+    Returns the endpoint's error when it failed. `db` wraps the database calls (consumers pass
+    channels' database_sync_to_async).
+    """
+    messages = await db(history)(interaction)
+    parts: list[str] = []
+    try:
+        async for piece in stream_answer(model, messages, gateway, **answer_params()):
+            parts.append(piece)
+            if on_piece is not None:
+                await on_piece(piece)
+    except GatewayError as exc:
+        await db(fail_interaction)(interaction, str(exc), "".join(parts))
+        return exc
+    except BaseException as exc:  # the page went away, or the server failed: keep what came
+        reason = ("the page was closed before the answer finished" if isinstance(exc, asyncio.CancelledError)
+                  else "the answer failed on the server")
+        await asyncio.shield(db(fail_interaction)(interaction, reason, "".join(parts)))
+        raise
+    await db(finish_interaction)(interaction, "".join(parts))
+    return None

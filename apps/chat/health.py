@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
@@ -41,9 +40,6 @@ def run_checks(gateway: Gateway | None = None) -> dict[str, str]:
             health_checked_at=now)
     return {m.name: e for m, e in zip(models, errors)}
 
-
-async def arun_checks(gateway: Gateway | None = None) -> dict[str, str]:
-    return await sync_to_async(run_checks, thread_sensitive=False)(gateway)
 
 
 def models_for(context, qs=None):

@@ -14,7 +14,7 @@ from apps.chain.client import ChainError
 from apps.chain.ledger import default_ledger
 from apps.chain.models import Interaction as LedgerInteraction
 from apps.chain.models import OutboxItem, ReputationChange
-from lib.reputation import decay_factor, likert_ok, minutes_since
+from lib.reputation import GLOBAL_CONTEXT_ID, decay_factor, likert_ok, minutes_since
 
 from .models import QUESTIONNAIRE, Interaction, Rating
 
@@ -127,7 +127,7 @@ def reputation_moves(interaction: Interaction) -> list[dict]:
     evaluation and after its updateReputation, from the indexed ReputationUpdated events."""
     conv = interaction.conversation
     moves = []
-    for context_id, label in ((conv.context.context_id, conv.context.name), ("0x" + "00" * 32, "global")):
+    for context_id, label in ((conv.context.context_id, conv.context.name), (GLOBAL_CONTEXT_ID, "global")):
         changes = list(ReputationChange.objects.filter(interaction_id=interaction.interaction_id,
                                                        model_id=conv.model.model_id, context_id=context_id)
                        .order_by("block_number", "log_index"))

@@ -6,16 +6,13 @@ import json
 import time
 from pathlib import Path
 
-from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from apps.chain import outbox
-from apps.chain.demo import DEMO_CONTEXTS, context_id
-from apps.chain.keys import admin_address
+from apps.chain.demo import DEMO_CONTEXTS, context_id, queue_context
 from apps.chain.models import Context
 
-from .accounts import sign_up
-from .models import Profile, RegisteredModel, ReplayAnswer
+from .accounts import service_account
+from .models import RegisteredModel, ReplayAnswer
 from .providers import prompt_key
 from .registry import ModelFields, register_model
 
@@ -39,20 +36,12 @@ def read_questions(root: Path) -> dict[int, dict]:
     return questions
 
 
-def replay_owner():
-    User = get_user_model()
-    user = User.objects.filter(username=REPLAY_OWNER).first()
-    if user is None:
-        user = sign_up(REPLAY_OWNER, None, role="developer", check_password=False)
-    return user
-
-
 def ensure_contexts(names=DEMO_CONTEXTS, wait_s: float = 120) -> list[Context]:
     """Queue the MT-Bench categories as contexts and wait until the indexer has them."""
     ids = [context_id(n) for n in names]
     for name, cid in zip(names, ids):
         if not Context.objects.filter(context_id=cid).exists():
-            outbox.enqueue("addContext", admin_address(), {"contextId": cid, "name": name})
+            queue_context(name)
     deadline = time.monotonic() + wait_s
     while Context.objects.filter(context_id__in=ids).count() < len(ids):
         if time.monotonic() > deadline:
@@ -72,7 +61,7 @@ def import_mtbench(root: Path, *, contexts: list[Context], models: list[str] | N
         files = [f for f in files if f.stem in models]
     if not files:
         raise ImportError_(f"no answer files in {root / 'model_answer'}")
-    owner = replay_owner()
+    owner = service_account(REPLAY_OWNER, role="developer")
     by_name = {c.name: c for c in contexts}
     counts = {"models": 0, "answers": 0, "skipped": 0}
     for f in files:

@@ -13,7 +13,7 @@ from apps.oracle.models import EvaluationJob
 
 from .models import Conversation, Interaction, Rating, RegisteredModel
 from .registry import ModelFields
-from .views import GLOBAL_HEX
+from lib.reputation import GLOBAL_CONTEXT_ID
 
 
 class ContextSerializer(serializers.ModelSerializer):
@@ -128,7 +128,7 @@ class NewConversationSerializer(serializers.Serializer):
     model = serializers.PrimaryKeyRelatedField(queryset=RegisteredModel.objects.all(),
                                                help_text="A registered model's id.")
     context = serializers.SlugRelatedField(slug_field="context_id",
-                                           queryset=Context.objects.exclude(context_id=GLOBAL_HEX),
+                                           queryset=Context.objects.exclude(context_id=GLOBAL_CONTEXT_ID),
                                            help_text="A context id (0x...), as /api/contexts lists them.")
 
 

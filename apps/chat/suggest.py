@@ -6,6 +6,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from apps.chain.models import Context
+from lib.reputation import GLOBAL_CONTEXT_ID
 
 from .models import Interaction
 
@@ -42,7 +43,7 @@ def suggest(prompt: str, contexts: list[Context] | None = None) -> list[tuple[Co
     """Contexts ranked by how close the prompt is to their examples (best first)."""
     prompt = (prompt or "").strip()
     contexts = contexts if contexts is not None else list(
-        Context.objects.exclude(context_id="0x" + "00" * 32).order_by("name"))
+        Context.objects.exclude(context_id=GLOBAL_CONTEXT_ID).order_by("name"))
     if not prompt or not contexts:
         return []
     texts = {}

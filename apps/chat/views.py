@@ -10,17 +10,18 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from apps.chain.models import Context, LedgerModel, OutboxItem
-from lib.reputation import GLOBAL_CONTEXT
+from apps.chain.models import Interaction as LedgerInteraction
+from lib.reputation import GLOBAL_CONTEXT_ID
 
 from . import accounts, conversations, ratings, registry
 from .health import running_models
-from .models import Conversation, Interaction, RegisteredModel
+from .models import QUESTIONNAIRE, Conversation, Interaction, RegisteredModel
+from .suggest import suggest
 
-GLOBAL_HEX = "0x" + GLOBAL_CONTEXT.hex()
 
 
 def _contexts():
-    return list(Context.objects.exclude(context_id=GLOBAL_HEX).order_by("name"))
+    return list(Context.objects.exclude(context_id=GLOBAL_CONTEXT_ID).order_by("name"))
 
 
 def signup(request):
@@ -56,10 +57,6 @@ def chat_models(request):
 
 
 def rating_context(interaction, errors=None, preview=None) -> dict:
-    from apps.chain.models import Interaction as LedgerInteraction
-
-    from .models import QUESTIONNAIRE
-
     rating = getattr(interaction, "rating", None)
     if rating is not None:
         rating = ratings.refresh(rating)
@@ -95,8 +92,6 @@ def rating(request, pk):
 @login_required
 def chat_suggest(request):
     """The contexts closest to what the user is about to ask (htmx fragment)."""
-    from .suggest import suggest
-
     ranked = suggest(request.GET.get("prompt", "")[:2000])[:3]
     return render(request, "chat/_suggestion.html", {"ranked": ranked})
 
@@ -104,7 +99,7 @@ def chat_suggest(request):
 @login_required
 @require_POST
 def chat_new(request):
-    context = Context.objects.filter(context_id=request.POST.get("context", "")).exclude(context_id=GLOBAL_HEX).first()
+    context = Context.objects.filter(context_id=request.POST.get("context", "")).exclude(context_id=GLOBAL_CONTEXT_ID).first()
     model = RegisteredModel.objects.filter(pk=request.POST.get("model") or 0).first()
     if context is None or model is None:
         return chat(request, {"model": ["Pick a context and a running model."]}, status=400)

@@ -17,9 +17,8 @@ from django.utils import timezone
 
 from apps.chain.models import Context, Reputation
 from apps.chat.models import RegisteredModel
-from lib.reputation import GLOBAL_CONTEXT, WAD
+from lib.reputation import GLOBAL_CONTEXT_ID, WAD
 
-GLOBAL_HEX = "0x" + GLOBAL_CONTEXT.hex()
 GLOBAL_NAME = "Global"
 CONTEXT_ID = re.compile(r"^0x[0-9a-fA-F]{64}$")
 
@@ -113,7 +112,7 @@ def wad_float(value: int) -> float:
 def parse_context_id(raw: str | None) -> str:
     """A context id in canonical form (lowercase 0x + 64 hex); the global context when absent."""
     if raw is None or raw == "":
-        return GLOBAL_HEX
+        return GLOBAL_CONTEXT_ID
     if not CONTEXT_ID.match(raw):
         raise BoardError("A context id is 0x followed by 64 hexadecimal digits.")
     return raw.lower()
@@ -138,7 +137,7 @@ def parse_sort(sort: str | None, direction: str | None, *, strict: bool) -> tupl
 
 def context_name(context_id: str) -> str:
     """The context's indexed name; raises UnknownContext when nothing is indexed under this id."""
-    if context_id == GLOBAL_HEX:
+    if context_id == GLOBAL_CONTEXT_ID:
         return GLOBAL_NAME
     ctx = Context.objects.filter(context_id=context_id).first()
     if ctx is not None:
@@ -181,7 +180,7 @@ def build_board(context_id: str | None, sort: str | None = None, direction: str 
 
 def board_contexts() -> list[Context]:
     """The contexts to switch between (the global one is listed apart)."""
-    return list(Context.objects.exclude(context_id=GLOBAL_HEX).order_by("name"))
+    return list(Context.objects.exclude(context_id=GLOBAL_CONTEXT_ID).order_by("name"))
 
 
 CSV_HEADER = ["rank", "status", "model_id", "name", "r", "ra", "rh", "r_decimal", "ra_decimal", "rh_decimal",

@@ -1,8 +1,9 @@
 from django.http import Http404, HttpResponseBadRequest
 from django.shortcuts import render
 
+from lib.reputation import GLOBAL_CONTEXT_ID
+
 from . import boards
-from .boards import GLOBAL_HEX  # noqa: F401  (kept importable from here)
 
 TABLE_TARGET = "board-table"
 
@@ -24,6 +25,6 @@ def board(request):
         template = ("leaderboard/_table.html" if request.headers.get("HX-Target") == TABLE_TARGET
                     else "leaderboard/_board.html")
     response = render(request, template, {"board": board, "contexts": boards.board_contexts(),
-                                          "global_id": boards.GLOBAL_HEX})
+                                          "global_id": GLOBAL_CONTEXT_ID})
     response["Vary"] = "HX-Request, HX-Target"
     return response

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from django.contrib.auth import get_user_model
 from eth_utils import keccak
 
 from apps.chain.models import Context
-from apps.chat.accounts import sign_up
+from apps.chat.accounts import service_account
 from apps.chat.conversations import finish_interaction
 from apps.chat.health import models_for
 from apps.chat.models import Conversation, Interaction, RegisteredModel
@@ -25,11 +24,6 @@ from .models import EvaluationJob
 REPLAYER = "mt-bench-replayer"
 
 
-def replayer():
-    User = get_user_model()
-    return User.objects.filter(username=REPLAYER).first() or sign_up(REPLAYER, None, check_password=False)
-
-
 def interaction_id(model: RegisteredModel, question_id: int, turn: int) -> str:
     return "0x" + keccak(text=f"llmchain:replay:{model.model_id}:{question_id}:{turn}").hex()
 
@@ -37,7 +31,7 @@ def interaction_id(model: RegisteredModel, question_id: int, turn: int) -> str:
 def queue_mtbench(root: Path, *, models: list[str] | None = None, turns: int = 2) -> tuple[list[int], int]:
     """Create the missing interactions (with their jobs); returns (all their ids, how many were new)."""
     questions = read_questions(Path(root))
-    user = replayer()
+    user = service_account(REPLAYER)
     contexts = {c.name: c for c in Context.objects.all()}
     replay_models = RegisteredModel.objects.filter(kind=RegisteredModel.Kind.REPLAY).order_by("name")
     if models:

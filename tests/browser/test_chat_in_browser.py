@@ -4,7 +4,6 @@ model as a developer until it is on-chain. Screenshots go to test-artifacts/scre
 
 from __future__ import annotations
 
-import json
 import re
 import time
 
@@ -16,7 +15,7 @@ from apps.chain.models import Context, OutboxItem
 from apps.chat.accounts import profile_of, sign_up
 from apps.chat.registry import ModelFields, register_model
 from apps.chat.replay import import_mtbench
-from tests.chat.factories import PASSWORD, developer
+from tests.chat.factories import PASSWORD, developer, write_mtbench
 
 pytestmark = [pytest.mark.browser, pytest.mark.chain, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -124,13 +123,8 @@ def test_a_newcomer_signs_up_and_chats_with_the_built_in_model(site, page, shot,
 
 
 def test_a_recorded_answer_with_markup_is_shown_as_text_never_run(site, page, shot, tmp_path):
-    root = tmp_path / "mt_bench"
-    (root / "model_answer").mkdir(parents=True)
-    (root / "question.jsonl").write_text(json.dumps(
-        {"question_id": 1, "category": "writing", "turns": [REPLAY_QUESTION, "Now make it rhyme."]}) + "\n")
-    (root / "model_answer" / "poet-1b.jsonl").write_text(json.dumps(
-        {"question_id": 1, "model_id": "poet-1b",
-         "choices": [{"index": 0, "turns": [REPLAY_ANSWER, "It rhymes."]}]}) + "\n")
+    root = write_mtbench(tmp_path / "mt_bench", {1: ("writing", [REPLAY_QUESTION, "Now make it rhyme."])},
+                         {"poet-1b": {1: [REPLAY_ANSWER, "It rhymes."]}})
     counts = import_mtbench(root, contexts=list(Context.objects.all()), progress=lambda _: None)
     assert counts == {"models": 1, "answers": 2, "skipped": 0}
 
@@ -157,17 +151,12 @@ def test_a_recorded_answer_with_markup_is_shown_as_text_never_run(site, page, sh
 def test_an_answer_gets_its_automatic_score_on_chain_in_seconds(site, oracle_worker, page, shot, tmp_path):
     """The oracle asks the other replay models, scores with BERTScore, pins the evidence and
     confirms autoEval; the page shows each step live, with the evidence and the tx hash."""
-    root = tmp_path / "mt_bench"
-    (root / "model_answer").mkdir(parents=True)
     question = "Describe a sunrise over the sea in two sentences."
-    (root / "question.jsonl").write_text(json.dumps(
-        {"question_id": 7, "category": "writing", "turns": [question, "Shorter."]}) + "\n")
     answers = {"dawn-7b": "The sun rose slowly over the calm sea. Gold light spread across the waves.",
                "noon-13b": "Light climbed over the water at dawn. The sea turned orange and gold.",
                "dusk-3b": "The sky brightened above the sea. Soon the sun lit every wave."}
-    for name, text in answers.items():
-        (root / "model_answer" / f"{name}.jsonl").write_text(json.dumps(
-            {"question_id": 7, "model_id": name, "choices": [{"turns": [text, "Short."]}]}) + "\n")
+    root = write_mtbench(tmp_path / "mt_bench", {7: ("writing", [question, "Shorter."])},
+                         {name: {7: [text, "Short."]} for name, text in answers.items()})
     import_mtbench(root, contexts=list(Context.objects.all()), progress=lambda _: None)
 
     sign_up_in_browser(page, "rater")

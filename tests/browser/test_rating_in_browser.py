@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import time
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -23,6 +22,7 @@ from apps.chain.models import Interaction as LedgerInteraction
 from apps.chat.accounts import profile_of
 from apps.chat.models import Rating, RegisteredModel
 from apps.chat.replay import import_mtbench
+from tests.chat.factories import write_mtbench
 
 from .test_chat_in_browser import send_prompt, sign_up_in_browser, start_chat, wait_answer
 
@@ -80,15 +80,10 @@ def update(rx: float, s: float, w: float, threshold: float) -> float:
 
 def replay_models(tmp_path, questions: list[str]) -> dict[str, RegisteredModel]:
     """The three replay models of ANSWERS in `writing`, each answering `questions`."""
-    root = tmp_path / "mt_bench"
-    (root / "model_answer").mkdir(parents=True)
-    (root / "question.jsonl").write_text("".join(
-        json.dumps({"question_id": n, "category": "writing", "turns": [q, "Shorter."]}) + "\n"
-        for n, q in enumerate(questions, start=1)))
-    for name, texts in ANSWERS.items():
-        (root / "model_answer" / f"{name}.jsonl").write_text("".join(
-            json.dumps({"question_id": n, "model_id": name, "choices": [{"turns": [texts[n - 1], "Short."]}]}) + "\n"
-            for n in range(1, len(questions) + 1)))
+    root = write_mtbench(tmp_path / "mt_bench",
+                         {n: ("writing", [q, "Shorter."]) for n, q in enumerate(questions, start=1)},
+                         {name: {n: [texts[n - 1], "Short."] for n in range(1, len(questions) + 1)}
+                          for name, texts in ANSWERS.items()})
     counts = import_mtbench(root, contexts=list(Context.objects.all()), progress=lambda _: None)
     assert counts["models"] == 3
     return {m.name: m for m in RegisteredModel.objects.filter(name__in=ANSWERS)}
@@ -278,7 +273,7 @@ def test_a_new_user_chats_rates_and_sees_rh_and_r_move_on_the_board(site, oracle
 
 
 def test_a_quick_second_rating_is_told_it_counts_for_less(site, oracle_worker, page, shot, tmp_path):
-    models = replay_models(tmp_path, QUESTIONS)
+    replay_models(tmp_path, QUESTIONS)
     ledger = default_ledger()
     sign_up_and_wait_a_day(site, page, "quinn")
     first = chat_and_wait_evaluation(page, "keeper-13b", QUESTIONS[0])

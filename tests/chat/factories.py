@@ -3,6 +3,9 @@ mallory the outsider; contexts as the indexer would have written them."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from apps.chain.demo import context_id
 from apps.chain.models import Context
 from apps.chat.accounts import sign_up
@@ -21,3 +24,18 @@ def developer(name: str = "dave"):
 
 def user(name: str = "alice"):
     return sign_up(name, PASSWORD)
+
+
+def write_mtbench(root: Path, questions: dict[int, tuple[str, list[str]]],
+                  answers: dict[str, dict[int, list[str]]]) -> Path:
+    """A small MT-Bench folder as `import_mtbench` reads it: questions {id: (category, turns)},
+    answers {model: {question id: turns}}."""
+    (root / "model_answer").mkdir(parents=True)
+    (root / "question.jsonl").write_text("".join(
+        json.dumps({"question_id": qid, "category": category, "turns": turns}) + "\n"
+        for qid, (category, turns) in questions.items()))
+    for model, by_question in answers.items():
+        (root / "model_answer" / f"{model}.jsonl").write_text("".join(
+            json.dumps({"question_id": qid, "model_id": model, "choices": [{"index": 0, "turns": turns}]}) + "\n"
+            for qid, turns in by_question.items()))
+    return root

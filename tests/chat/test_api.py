@@ -17,7 +17,7 @@ from apps.chat.registry import ModelFields, register_model
 from apps.chat.replay import import_mtbench
 from apps.oracle.models import EvaluationJob
 
-from .factories import PASSWORD, developer, make_contexts, user
+from .factories import PASSWORD, developer, make_contexts, user, write_mtbench
 
 pytestmark = pytest.mark.django_db
 
@@ -55,12 +55,8 @@ def tiny(dave, contexts):
 @pytest.fixture
 def replay_model(tmp_path, contexts):
     """poet-1b, a replay model with the recorded answers to one MT-Bench question (writing)."""
-    root = tmp_path / "mt_bench"
-    (root / "model_answer").mkdir(parents=True)
-    (root / "question.jsonl").write_text(json.dumps(
-        {"question_id": 1, "category": "writing", "turns": [QUESTION, FOLLOW_UP]}) + "\n")
-    (root / "model_answer" / "poet-1b.jsonl").write_text(json.dumps(
-        {"question_id": 1, "model_id": "poet-1b", "choices": [{"index": 0, "turns": [ANSWER_1, ANSWER_2]}]}) + "\n")
+    root = write_mtbench(tmp_path / "mt_bench", {1: ("writing", [QUESTION, FOLLOW_UP])},
+                         {"poet-1b": {1: [ANSWER_1, ANSWER_2]}})
     import_mtbench(root, contexts=contexts, progress=lambda _: None)
     return RegisteredModel.objects.get(name="poet-1b")
 

@@ -13,7 +13,7 @@ from apps.chat.providers import REPLAY_REFUSAL
 from apps.chat.replay import import_mtbench
 from apps.oracle.models import EvaluationJob
 
-from .factories import make_contexts, user
+from .factories import make_contexts, user, write_mtbench
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,12 +26,8 @@ ANSWER_2 = "Ledgers <img src=x onerror=alert(2)> glow"
 @pytest.fixture
 def replay_model(tmp_path, settings):
     settings.LLMCHAIN_IPFS_DIR = tmp_path / "ipfs"
-    root = tmp_path / "mt_bench"
-    (root / "model_answer").mkdir(parents=True)
-    (root / "question.jsonl").write_text(json.dumps(
-        {"question_id": 1, "category": "writing", "turns": [QUESTION, FOLLOW_UP]}) + "\n")
-    (root / "model_answer" / "poet-1b.jsonl").write_text(json.dumps(
-        {"question_id": 1, "model_id": "poet-1b", "choices": [{"index": 0, "turns": [ANSWER_1, ANSWER_2]}]}) + "\n")
+    root = write_mtbench(tmp_path / "mt_bench", {1: ("writing", [QUESTION, FOLLOW_UP])},
+                         {"poet-1b": {1: [ANSWER_1, ANSWER_2]}})
     contexts = make_contexts("writing", "coding")
     counts = import_mtbench(root, contexts=contexts, progress=lambda _: None)
     assert counts == {"models": 1, "answers": 2, "skipped": 0}

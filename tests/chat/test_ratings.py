@@ -9,7 +9,7 @@ from apps.chain import outbox
 from apps.chain.keys import oracle_address
 from apps.chain.models import OutboxItem
 from apps.chat.conversations import begin_interaction, finish_interaction, start_conversation
-from apps.chat.models import Rating, RegisteredModel
+from apps.chat.models import Rating
 from apps.chat.ratings import queue_waiting, submit_rating
 from apps.chat.registry import ModelFields, register_model
 from apps.oracle.models import EvaluationJob

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -14,6 +13,7 @@ from apps.chat.accounts import sign_up
 from apps.chat.conversations import begin_interaction, finish_interaction, start_conversation
 from apps.chat.models import RegisteredModel
 from apps.chat.replay import import_mtbench
+from tests.chat.factories import write_mtbench
 from tests.chain.conftest import database_url, drain, ledger, ledger_node  # noqa: F401  (fixtures)
 
 QUESTIONS = [
@@ -37,15 +37,9 @@ MODELS = ["alpha-7b", "beta-13b", "gamma-3b", "delta-30b"]
 def replay_world(ledger, settings, tmp_path):  # noqa: F811
     """Four replay models in a `writing` context on-chain, and alice registered."""
     settings.LLMCHAIN_IPFS_DIR = tmp_path / "ipfs"
-    root = tmp_path / "mt_bench"
-    (root / "model_answer").mkdir(parents=True)
-    (root / "question.jsonl").write_text("".join(
-        json.dumps({"question_id": q, "category": "writing", "turns": [text, "Now shorter."]}) + "\n"
-        for q, text, _ in QUESTIONS))
-    for m, name in enumerate(MODELS):
-        (root / "model_answer" / f"{name}.jsonl").write_text("".join(
-            json.dumps({"question_id": q, "model_id": name, "choices": [{"turns": [answers[m], "Short."]}]}) + "\n"
-            for q, _, answers in QUESTIONS))
+    root = write_mtbench(tmp_path / "mt_bench", {q: ("writing", [text, "Now shorter."]) for q, text, _ in QUESTIONS},
+                         {name: {q: [answers[m], "Short."] for q, _, answers in QUESTIONS}
+                          for m, name in enumerate(MODELS)})
     outbox.enqueue("addContext", admin_address(), {"contextId": context_id("writing"), "name": "writing"})
     submitter = Submitter(ledger)
     drain(submitter)
