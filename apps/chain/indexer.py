@@ -12,6 +12,7 @@ from collections import defaultdict
 
 from django.conf import settings
 from django.db import transaction
+from django.dispatch import Signal
 
 from .client import from_hex
 from .ledger import Ledger, hex32
@@ -21,6 +22,11 @@ from .models import (Context, IndexerCursor, Interaction, LedgerModel, Registrat
 log = logging.getLogger(__name__)
 CURSOR_PREFIX = "ledger:"
 INDEXED_TABLES = (ReputationChange, Reputation, Interaction, LedgerModel, Context, Registration)
+
+# Sent inside the transaction that folds a chunk: pairs = {(model_id, context_id)} whose REP moved,
+# models = {model_id} whose metadata CID changed. Receivers keep derived tables in step.
+folded = Signal()
+cleared = Signal()  # sent inside reset(): derived tables forget their rows too
 
 
 def fetch_events(ledger: Ledger, from_block: int, to_block: int) -> list[dict]:
@@ -36,7 +42,20 @@ def fetch_events(ledger: Ledger, from_block: int, to_block: int) -> list[dict]:
         out.append({"event": name, "args": args, "block": int(raw["blockNumber"], 16),
                     "log_index": int(raw["logIndex"], 16), "tx": raw["transactionHash"]})
     out.sort(key=lambda e: (e["block"], e["log_index"]))
+    add_timestamps(ledger, out)
     return out
+
+
+def add_timestamps(ledger: Ledger, events: list[dict]) -> None:
+    """Give each ReputationUpdated event its block's timestamp (the boards' "last change")."""
+    blocks = sorted({e["block"] for e in events if e["event"] == "ReputationUpdated"})
+    if not blocks:
+        return
+    replies = ledger.client.batch([("eth_getBlockByNumber", [hex(b), False]) for b in blocks])
+    stamps = {b: int(reply["timestamp"], 16) for b, reply in zip(blocks, replies)}
+    for e in events:
+        if e["event"] == "ReputationUpdated":
+            e["timestamp"] = stamps[e["block"]]
 
 
 def fold(events: list[dict]) -> None:
@@ -77,7 +96,7 @@ def fold(events: list[dict]) -> None:
             row = dict(model_id=hex32(a["modelId"]), context_id=hex32(a["contextId"]), ra=a["rA"], rh=a["rH"], r=a["r"],
                        n_auto=a["nAuto"], n_human=a["nHuman"])
             changes.append(ReputationChange(block_number=e["block"], log_index=e["log_index"], tx_hash=e["tx"],
-                                            interaction_id=iid, **row))
+                                            interaction_id=iid, timestamp=e.get("timestamp"), **row))
             reps[(row["model_id"], row["context_id"])] = {**row, "block_number": e["block"]}
             if not touched_by_tx[(e["tx"], iid)] & {"AutoEvaluated", "HumanEvaluated"}:
                 combined[iid] = e["tx"]
@@ -95,6 +114,9 @@ def fold(events: list[dict]) -> None:
         Interaction.objects.filter(interaction_id__in=iids).update(reputation_tx=tx)
     ReputationChange.objects.bulk_create(changes, ignore_conflicts=True, batch_size=500)
     _upsert_reputations(reps)
+    if reps or metadata:
+        # Within the chunk's transaction: tables derived from these rows (the boards) follow.
+        folded.send(sender=fold, pairs=set(reps), models=set(metadata))
 
 
 def _upsert_reputations(reps: dict[tuple[str, str], dict]) -> None:
@@ -145,3 +167,4 @@ def reset() -> None:
         for model in INDEXED_TABLES:
             model.objects.all().delete()
         IndexerCursor.objects.filter(name__startswith=CURSOR_PREFIX).delete()
+        cleared.send(sender=reset)

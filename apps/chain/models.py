@@ -191,6 +191,7 @@ class ReputationChange(models.Model):
     r = models.BigIntegerField()
     n_auto = models.BigIntegerField()
     n_human = models.BigIntegerField()
+    timestamp = models.BigIntegerField(null=True)  # the block's (seconds); None for rows indexed before it was kept
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["block_number", "log_index"], name="one_row_per_log")]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -28,9 +29,9 @@ class BoardContextSerializer(serializers.Serializer):
 class BoardRowSerializer(serializers.Serializer):
     rank = serializers.IntegerField(allow_null=True, help_text="Position by R (ties by name); null when provisional.")
     model_id = serializers.CharField()
-    name = serializers.CharField(help_text="The registry's name, or the short on-chain id of an unregistered model.")
-    registered = serializers.BooleanField()
-    url = serializers.CharField(allow_null=True, help_text="The model's page, when registered.")
+    name = serializers.CharField(help_text="The name in the model's latest metadata record on IPFS, or its short "
+                                           "on-chain id when that record cannot be read.")
+    url = serializers.CharField(help_text="The model's reputation page.")
     r = serializers.CharField(help_text="R in 1e18 fixed point, as a decimal string.")
     ra = serializers.CharField(help_text="Ra in 1e18 fixed point, as a decimal string.")
     rh = serializers.CharField(help_text="Rh in 1e18 fixed point, as a decimal string.")
@@ -40,7 +41,13 @@ class BoardRowSerializer(serializers.Serializer):
     n_auto = serializers.IntegerField()
     n_human = serializers.IntegerField()
     evaluations = serializers.IntegerField(help_text="n_auto + n_human.")
+    r_band = serializers.ListField(child=serializers.FloatField(), allow_null=True, min_length=2, max_length=2,
+                                   help_text="[low, high]: the 95% bootstrap band of R (see `band`); null with "
+                                             "fewer than 2 rated answers.")
+    r_band_n = serializers.IntegerField(help_text="Rated answers the band rests on.")
+    spark = serializers.ListField(child=serializers.FloatField(), help_text="R over the pair's history, thinned.")
     block_number = serializers.IntegerField(help_text="Block of the last change.")
+    changed_at = serializers.DateTimeField(allow_null=True, help_text="Timestamp of that block.")
 
 
 class BoardSerializer(serializers.Serializer):
@@ -50,22 +57,26 @@ class BoardSerializer(serializers.Serializer):
     dir = serializers.ChoiceField(choices=boards.DIRECTIONS)
     min_evaluations = serializers.IntegerField(help_text="Evaluations (automatic + human) needed to be ranked.")
     rule = serializers.CharField()
+    band = serializers.CharField(help_text="How the R band is computed, in plain words.")
     ranked = BoardRowSerializer(many=True)
     provisional = BoardRowSerializer(many=True, help_text="Models with fewer than min_evaluations evaluations.")
 
 
 def row_data(row: boards.BoardRow) -> dict:
-    return {"rank": row.rank, "model_id": row.model_id, "name": row.name, "registered": row.registered_pk is not None,
+    return {"rank": row.rank, "model_id": row.model_id, "name": row.name,
             "url": row.url, "r": str(row.r), "ra": str(row.ra), "rh": str(row.rh),
             "r_decimal": boards.wad_float(row.r), "ra_decimal": boards.wad_float(row.ra),
             "rh_decimal": boards.wad_float(row.rh), "n_auto": row.n_auto, "n_human": row.n_human,
-            "evaluations": row.evaluations, "block_number": row.block_number}
+            "evaluations": row.evaluations,
+            "r_band": None if row.band_lo is None else [row.band_lo, row.band_hi], "r_band_n": row.band_n,
+            "spark": list(row.spark), "block_number": row.block_number,
+            "changed_at": row.changed_at.isoformat() if row.changed_at else None}
 
 
 def board_data(board: boards.Board) -> dict:
     return {"context": {"context_id": board.context_id, "name": board.context_name},
             "generated_at": board.generated_at.isoformat(), "sort": board.sort, "dir": board.direction,
-            "min_evaluations": board.min_evaluations, "rule": board.rule,
+            "min_evaluations": board.min_evaluations, "rule": board.rule, "band": boards.BAND_TEXT,
             "ranked": [row_data(r) for r in board.ranked], "provisional": [row_data(r) for r in board.provisional]}
 
 
@@ -80,38 +91,68 @@ ERRORS = {400: OpenApiResponse(BoardErrorSerializer, description="Malformed cont
 
 
 class _BoardView(APIView):
-    permission_classes = [AllowAny]
+    """Public and read-only: no authentication to run, and the body comes from the boards' cache."""
 
-    def board_or_error(self, request, context_id):
+    permission_classes = [AllowAny]
+    authentication_classes = []
+    kind = ""
+    content_type = ""
+
+    def body(self, board: boards.Board) -> bytes:
+        raise NotImplementedError
+
+    def respond(self, context_id: str, body: bytes) -> HttpResponse:
+        return HttpResponse(body, content_type=self.content_type)
+
+    def get(self, request, context_id):
         try:
-            return boards.build_board(context_id, request.query_params.get("sort"), request.query_params.get("dir"),
-                                      strict=True), None
+            context_id = boards.parse_context_id(context_id)
+            sort, direction = boards.parse_sort(request.query_params.get("sort"), request.query_params.get("dir"),
+                                                strict=True)
+
+            def produce():
+                board = boards.build_board(context_id, sort, direction, strict=True)
+                return {"context_id": board.context_id, "body": self.body(board)}
+
+            cached = boards.cached(self.kind, context_id, sort, direction, produce)
         except boards.BoardError as exc:
-            return None, Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         except boards.UnknownContext as exc:
-            return None, Response({"detail": str(exc)}, status=status.HTTP_404_NOT_FOUND)
+            return Response({"detail": str(exc)}, status=status.HTTP_404_NOT_FOUND)
+        return self.respond(cached["context_id"], cached["body"])
 
 
 class BoardDetail(_BoardView):
+    kind = "json"
+    content_type = "application/json"
+
+    def body(self, board):
+        return json.dumps(board_data(board), separators=(",", ":")).encode()
+
     @extend_schema(summary="A context's reputation board", operation_id="board_retrieve", parameters=PARAMETERS,
                    responses={200: BoardSerializer, **ERRORS})
     def get(self, request, context_id):
-        board, error = self.board_or_error(request, context_id)
-        return error or Response(board_data(board))
+        return super().get(request, context_id)
 
 
 class BoardCsv(_BoardView):
+    kind = "csv"
+    content_type = "text/csv; charset=utf-8"
+
+    def body(self, board):
+        buffer = io.StringIO()
+        csv.writer(buffer).writerows(boards.csv_rows(board))
+        return buffer.getvalue().encode()
+
+    def respond(self, context_id, body):
+        response = HttpResponse(body, content_type=self.content_type)
+        response["Content-Disposition"] = f'attachment; filename="board-{context_id[:10]}.csv"'
+        return response
+
     @extend_schema(summary="A context's reputation board as CSV", operation_id="board_csv", parameters=PARAMETERS,
                    description="One header row, then one row per model: ranked first, then provisional "
                                "(status column), each list in the requested order.",
                    responses={(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="The board as CSV."),
                               **{(code, "application/json"): r for code, r in ERRORS.items()}})
     def get(self, request, context_id):
-        board, error = self.board_or_error(request, context_id)
-        if error:
-            return error
-        buffer = io.StringIO()
-        csv.writer(buffer).writerows(boards.csv_rows(board))
-        response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="board-{board.context_id[:10]}.csv"'
-        return response
+        return super().get(request, context_id)

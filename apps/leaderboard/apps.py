@@ -4,3 +4,11 @@ from django.apps import AppConfig
 class LeaderboardConfig(AppConfig):
     name = "apps.leaderboard"
     label = "leaderboard"
+
+    def ready(self) -> None:
+        from apps.chain import indexer
+
+        from . import entries
+
+        indexer.folded.connect(entries.on_folded, dispatch_uid="leaderboard-refresh")
+        indexer.cleared.connect(entries.on_cleared, dispatch_uid="leaderboard-clear")

@@ -8,16 +8,21 @@ ranks the others by R (ties broken by name), and orders both lists by the reques
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from django.conf import settings
+from django.core.cache import cache
 from django.urls import reverse
 from django.utils import timezone
 
-from apps.chain.models import Context, Reputation
-from apps.chat.models import RegisteredModel
+from apps.chain.models import Context
+from lib.boardstats import BAND_LEVEL, BAND_MIN_HUMAN, BAND_RESAMPLES
 from lib.reputation import GLOBAL_CONTEXT_ID, WAD
+
+from . import entries
+from .entries import short_id
+from .models import BoardEntry
 
 GLOBAL_NAME = "Global"
 CONTEXT_ID = re.compile(r"^0x[0-9a-fA-F]{64}$")
@@ -44,6 +49,17 @@ def min_evaluations() -> int:
     return int(getattr(settings, "LLMCHAIN_BOARD_MIN_EVALUATIONS", 5))
 
 
+BAND_TEXT = (
+    f"The band under R is a {round(BAND_LEVEL * 100)}% bootstrap interval. R moves only when someone rates an "
+    f"answer, so we take the model's rated answers in this context, draw the same number of them again at random "
+    f"(the same one may come up twice), and replay that draw through the contract's update rule from the model's "
+    f"starting R, each rating keeping the score, weight and rate it had on-chain. We do this {BAND_RESAMPLES} "
+    f"times; the band spans the middle {round(BAND_LEVEL * 100)}% of the replayed R values. A wide band means R "
+    f"rests on few or disagreeing ratings. Models with fewer than {BAND_MIN_HUMAN} rated answers have no band. "
+    f"The draws are seeded by the model, the context and the number of ratings, so anyone recomputing the band "
+    f"from the chain gets the same one.")
+
+
 def rule_text(minimum: int) -> str:
     noun = "evaluation" if minimum == 1 else "evaluations"
     return (f"A model needs at least {minimum} {noun} (automatic and human together) in this context "
@@ -54,14 +70,24 @@ def rule_text(minimum: int) -> str:
 class BoardRow:
     model_id: str
     name: str
-    registered_pk: int | None
     r: int
     ra: int
     rh: int
     n_auto: int
     n_human: int
     block_number: int
+    changed_at: datetime | None = None
+    spark: tuple = ()
+    band_lo: float | None = None
+    band_hi: float | None = None
+    band_n: int = 0
     rank: int | None = None  # None: provisional
+
+    @classmethod
+    def from_entry(cls, e: BoardEntry) -> "BoardRow":
+        return cls(model_id=e.model_id, name=e.name, r=e.r, ra=e.ra, rh=e.rh, n_auto=e.n_auto, n_human=e.n_human,
+                   block_number=e.block_number, changed_at=e.changed_at, spark=tuple(e.spark), band_lo=e.band_lo,
+                   band_hi=e.band_hi, band_n=e.band_n)
 
     @property
     def evaluations(self) -> int:
@@ -72,8 +98,8 @@ class BoardRow:
         return short_id(self.model_id)
 
     @property
-    def url(self) -> str | None:
-        return reverse("model", args=[self.registered_pk]) if self.registered_pk is not None else None
+    def url(self) -> str:
+        return reverse("model-reputation", args=[self.model_id])
 
     def value(self, sort: str):
         return {"r": self.r, "ra": self.ra, "rh": self.rh, "n_auto": self.n_auto, "n_human": self.n_human,
@@ -99,10 +125,6 @@ class Board:
     def rows(self) -> list[BoardRow]:
         """Ranked first, then provisional."""
         return self.ranked + self.provisional
-
-
-def short_id(model_id: str) -> str:
-    return model_id[:10] + "…" if len(model_id) > 10 else model_id
 
 
 def wad_float(value: int) -> float:
@@ -142,7 +164,7 @@ def context_name(context_id: str) -> str:
     ctx = Context.objects.filter(context_id=context_id).first()
     if ctx is not None:
         return ctx.name
-    if Reputation.objects.filter(context_id=context_id).exists():  # indexed reputations, name not (yet) known
+    if BoardEntry.objects.filter(context_id=context_id).exists():  # indexed reputations, name not (yet) known
         return short_id(context_id)
     raise UnknownContext(f"No context with id {context_id} has been indexed.")
 
@@ -153,29 +175,27 @@ def _order(rows: list[BoardRow], sort: str, direction: str) -> list[BoardRow]:
     return sorted(rows, key=lambda row: row.value(sort), reverse=direction == "desc")  # stable
 
 
+def rank_rows(rows: list[BoardRow], sort: str, direction: str, minimum: int) -> tuple[list, list]:
+    """(ranked, provisional): rows with at least `minimum` evaluations get ranks by R (ties by name),
+    the others are provisional; both lists in the requested order."""
+    eligible = [row for row in rows if row.evaluations >= minimum]
+    provisional = [row for row in rows if row.evaluations < minimum]
+    ranked = [replace(row, rank=i) for i, row in enumerate(_order(eligible, "r", "desc"), start=1)]
+    return _order(ranked, sort, direction), _order(provisional, sort, direction)
+
+
 def build_board(context_id: str | None, sort: str | None = None, direction: str | None = None, *,
                 strict: bool = False) -> Board:
-    """The board of one context. Raises BoardError (malformed input) or UnknownContext."""
+    """The board of one context, from the precomputed entries. Raises BoardError (malformed input) or
+    UnknownContext."""
     context_id = parse_context_id(context_id)
     sort, direction = parse_sort(sort, direction, strict=strict)
     name = context_name(context_id)
-    reps = list(Reputation.objects.filter(context_id=context_id))
-    registered = {m.model_id.lower(): m for m in
-                  RegisteredModel.objects.filter(model_id__in=[r.model_id for r in reps]).only("pk", "name",
-                                                                                                "model_id")}
+    rows = [BoardRow.from_entry(e) for e in BoardEntry.objects.filter(context_id=context_id)]
     minimum = min_evaluations()
-    rows = []
-    for rep in reps:
-        model = registered.get(rep.model_id.lower())
-        rows.append(BoardRow(model_id=rep.model_id, name=model.name if model else short_id(rep.model_id),
-                             registered_pk=model.pk if model else None, r=rep.r, ra=rep.ra, rh=rep.rh,
-                             n_auto=rep.n_auto, n_human=rep.n_human, block_number=rep.block_number))
-    eligible = [row for row in rows if row.evaluations >= minimum]
-    provisional = [row for row in rows if row.evaluations < minimum]
-    ranked = [BoardRow(**{**row.__dict__, "rank": i})
-              for i, row in enumerate(_order(eligible, "r", "desc"), start=1)]
+    ranked, provisional = rank_rows(rows, sort, direction, minimum)
     return Board(context_id=context_id, context_name=name, sort=sort, direction=direction, min_evaluations=minimum,
-                 ranked=_order(ranked, sort, direction), provisional=_order(provisional, sort, direction))
+                 ranked=ranked, provisional=provisional)
 
 
 def board_contexts() -> list[Context]:
@@ -184,7 +204,7 @@ def board_contexts() -> list[Context]:
 
 
 CSV_HEADER = ["rank", "status", "model_id", "name", "r", "ra", "rh", "r_decimal", "ra_decimal", "rh_decimal",
-              "n_auto", "n_human", "evaluations", "block_number"]
+              "r_band_low", "r_band_high", "n_auto", "n_human", "evaluations", "block_number", "changed_at"]
 
 
 def _csv_safe(text: str) -> str:
@@ -198,5 +218,22 @@ def csv_rows(board: Board) -> list[list]:
         out.append([row.rank if row.rank is not None else "", "ranked" if row.rank is not None else "provisional",
                     row.model_id, _csv_safe(row.name), str(row.r), str(row.ra), str(row.rh),
                     f"{wad_float(row.r):.6f}", f"{wad_float(row.ra):.6f}", f"{wad_float(row.rh):.6f}",
-                    row.n_auto, row.n_human, row.evaluations, row.block_number])
+                    "" if row.band_lo is None else f"{row.band_lo:.6f}",
+                    "" if row.band_hi is None else f"{row.band_hi:.6f}",
+                    row.n_auto, row.n_human, row.evaluations, row.block_number,
+                    row.changed_at.isoformat() if row.changed_at else ""])
     return out
+
+
+CACHE_SECONDS = 300
+
+
+def cached(kind: str, context_id: str, sort: str, direction: str, produce):
+    """`produce()` for this board view, cached under the boards' version: any change the indexer
+    folds bumps the version, so a cached board is never staler than the table it was made from."""
+    key = f"board:{entries.version()}:{min_evaluations()}:{kind}:{context_id}:{sort}:{direction}"
+    value = cache.get(key)
+    if value is None:
+        value = produce()
+        cache.set(key, value, CACHE_SECONDS)
+    return value

@@ -1,5 +1,7 @@
-from django.http import Http404, HttpResponseBadRequest
+from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
+from django.template.loader import render_to_string
+from django.utils.safestring import mark_safe
 
 from lib.reputation import GLOBAL_CONTEXT_ID
 
@@ -9,22 +11,35 @@ TABLE_TARGET = "board-table"
 
 
 def board(request):
-    """The reputation board of one context (the global one by default), from indexed tables.
+    """The reputation board of one context (the global one by default), from the precomputed entries.
 
     A plain request gets the whole page; an htmx request gets the board (context switch) or, when it
-    targets #board-table (a column header), only the table.
+    targets #board-table (a column header), only the table. The board part is rendered once per
+    version of the boards' table and served from the cache after that.
     """
     try:
-        board = boards.build_board(request.GET.get("context"), request.GET.get("sort"), request.GET.get("dir"))
+        context_id = boards.parse_context_id(request.GET.get("context"))
+        sort, direction = boards.parse_sort(request.GET.get("sort"), request.GET.get("dir"), strict=False)
     except boards.BoardError as exc:
         return HttpResponseBadRequest(str(exc))
+    htmx = bool(request.headers.get("HX-Request")) and not request.headers.get("HX-History-Restore-Request")
+    part = "table" if htmx and request.headers.get("HX-Target") == TABLE_TARGET else "board"
+
+    def produce():
+        board = boards.build_board(context_id, sort, direction)
+        template = "leaderboard/_table.html" if part == "table" else "leaderboard/_board.html"
+        html = render_to_string(template, {"board": board, "contexts": boards.board_contexts(),
+                                           "global_id": GLOBAL_CONTEXT_ID, "band_text": boards.BAND_TEXT})
+        return {"name": board.context_name, "html": html}
+
+    try:
+        fragment = boards.cached(part, context_id, sort, direction, produce)
     except boards.UnknownContext as exc:
         raise Http404(str(exc)) from exc
-    template = "leaderboard/board.html"
-    if request.headers.get("HX-Request") and not request.headers.get("HX-History-Restore-Request"):
-        template = ("leaderboard/_table.html" if request.headers.get("HX-Target") == TABLE_TARGET
-                    else "leaderboard/_board.html")
-    response = render(request, template, {"board": board, "contexts": boards.board_contexts(),
-                                          "global_id": GLOBAL_CONTEXT_ID})
+    if htmx:
+        response = HttpResponse(fragment["html"])
+    else:
+        response = render(request, "leaderboard/board.html", {"context_name": fragment["name"],
+                                                              "board_html": mark_safe(fragment["html"])})
     response["Vary"] = "HX-Request, HX-Target"
     return response

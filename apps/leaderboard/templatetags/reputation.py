@@ -46,3 +46,42 @@ def sort_th(board, key):
     return {"url": board_query(board.context_id, key, next_dir), "label": mark_safe(SORT_LABELS[key]),
             "key": key, "aria_sort": ("ascending" if board.direction == "asc" else "descending") if current else "none",
             "current": current, "direction": board.direction}
+
+
+@register.simple_tag
+def sparkline(values, width: int = 96, height: int = 22, label: str = "R over this model's history"):
+    """An inline SVG polyline of values in [0, 1] (the y axis spans the values' own range, so small
+    moves show); nothing when there is nothing to draw."""
+    from django.utils.html import format_html
+
+    values = [float(v) for v in (values or [])]
+    if not values:
+        return ""
+    lo, hi = min(values), max(values)
+    span = (hi - lo) or 1.0
+    n = len(values)
+    pad = 2
+    points = " ".join(f"{pad + (width - 2 * pad) * (k / (n - 1) if n > 1 else 0.5):.1f},"
+                      f"{height - pad - (height - 2 * pad) * ((v - lo) / span if hi > lo else 0.5):.1f}"
+                      for k, v in enumerate(values))
+    title = f"{label}: {values[0]:.4f} → {values[-1]:.4f} ({n} points)"
+    return format_html('<svg class="spark" width="{}" height="{}" viewBox="0 0 {} {}" role="img" aria-label="{}">'
+                       '<title>{}</title><polyline points="{}" fill="none" stroke="currentColor" stroke-width="1.5"/>'
+                       '</svg>', width, height, width, height, title, title, points)
+
+
+@register.simple_tag
+def band_bar(row, width: int = 60):
+    """The R band as a small bar on [0, 1] with R marked; text fallback in the title."""
+    from django.utils.html import format_html
+
+    if row.band_lo is None:
+        return ""
+    r = int(row.r) / WAD
+    x0, x1, xr = (round(width * v, 1) for v in (row.band_lo, row.band_hi, r))
+    title = f"95% band of R: {row.band_lo:.4f} – {row.band_hi:.4f} over {row.band_n} rated answers"
+    return format_html('<svg class="band" width="{}" height="8" viewBox="0 0 {} 8" role="img" aria-label="{}">'
+                       '<title>{}</title><rect x="0" y="3" width="{}" height="2" class="band-axis"/>'
+                       '<rect x="{}" y="1" width="{}" height="6" class="band-range"/>'
+                       '<rect x="{}" y="0" width="1.5" height="8" class="band-r"/></svg>',
+                       width, width, title, title, width, x0, max(x1 - x0, 1), xr)

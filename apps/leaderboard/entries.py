@@ -1,0 +1,126 @@
+"""Keep the boards' table (BoardEntry) in step with the indexed chain tables.
+
+`refresh` recomputes the entries of the given pairs from ReputationChange and Interaction rows
+through the pure `lib.boardstats.summarize`; the indexer calls it (through its `folded` signal)
+inside the transaction that folds each chunk, so the boards never lag their sources and never
+recompute on request. `rebuild` recomputes every entry (after a migration, or to repair).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone as dt_timezone
+
+from django.db import transaction
+from django.db.models import F
+
+from apps.chain import evidence
+from apps.chain.models import Interaction, LedgerModel, Reputation, ReputationChange
+from lib import records
+from lib.boardstats import Change, Evaluation, summarize
+from lib.reputation import GLOBAL_CONTEXT_ID
+
+from .models import BoardEntry, BoardState
+
+log = logging.getLogger(__name__)
+
+ENTRY_FIELDS = ["name", "ra", "rh", "r", "n_auto", "n_human", "block_number", "changed_at", "spark", "history",
+                "band_lo", "band_hi", "band_n"]
+
+
+def short_id(model_id: str) -> str:
+    return model_id[:10] + "…" if len(model_id) > 10 else model_id
+
+
+def metadata_name(cid: str, store=None) -> str | None:
+    """The `name` of the model-metadata record under `cid`, read through the store (so checked
+    against the CID), or None when the record cannot be had or is not model metadata."""
+    try:
+        record = records.parse((store or evidence.default_store()).get(cid, timeout=5))
+    except (evidence.EvidenceMissing, evidence.EvidenceCorrupt, records.RecordError, OSError) as exc:
+        log.warning("metadata %s unreadable: %s", cid, exc)
+        return None
+    except Exception as exc:  # an IPFS outage must not stop the indexer: the name is retried on the next change
+        log.warning("metadata %s unreadable: %s", cid, exc)
+        return None
+    return record.get("name") if record.get("schema") == records.MODEL_SCHEMA else None
+
+
+def model_names(model_ids: set[str]) -> dict[str, str]:
+    """A display name per model: its latest on-chain metadata record's name, else its short id."""
+    cids = dict(LedgerModel.objects.filter(model_id__in=model_ids).values_list("model_id", "metadata_cid"))
+    store = evidence.default_store() if cids else None
+    return {m: (metadata_name(cids[m], store) if m in cids else None) or short_id(m) for m in model_ids}
+
+
+def _timestamp(ts: int | None) -> datetime | None:
+    return datetime.fromtimestamp(ts, tz=dt_timezone.utc) if ts is not None else None
+
+
+def pair_history(model_id: str, context_id: str) -> tuple[list[Change], dict[str, Evaluation]]:
+    """The pair's ReputationChange rows in chain order and the human-rated interactions behind them."""
+    changes = [Change(*row) for row in ReputationChange.objects.filter(model_id=model_id, context_id=context_id)
+               .order_by("block_number", "log_index")
+               .values_list("interaction_id", "ra", "rh", "r", "n_auto", "n_human", "block_number", "timestamp")]
+    rated = Interaction.objects.filter(model_id=model_id, sh__isnull=False)
+    if context_id != GLOBAL_CONTEXT_ID:
+        rated = rated.filter(context_id=context_id)
+    evaluations = {iid: Evaluation(iid, ref, int(sa), int(wa), int(sh), int(wh)) for iid, ref, sa, wa, sh, wh in
+                   rated.values_list("interaction_id", "has_reference", "sa", "wa", "sh", "wh")}
+    return changes, evaluations
+
+
+def entry_for(model_id: str, context_id: str, name: str) -> BoardEntry | None:
+    changes, evaluations = pair_history(model_id, context_id)
+    s = summarize(model_id, context_id, changes, evaluations)
+    if s is None:
+        return None
+    return BoardEntry(model_id=model_id, context_id=context_id, name=name, ra=s.ra, rh=s.rh, r=s.r,
+                      n_auto=s.n_auto, n_human=s.n_human, block_number=s.block, changed_at=_timestamp(s.timestamp),
+                      spark=s.spark, history=s.history, band_lo=s.band_lo, band_hi=s.band_hi, band_n=s.band_n)
+
+
+def refresh(pairs: set[tuple[str, str]], models: set[str] = frozenset()) -> int:
+    """Recompute the entries of `pairs`, and the names of `models` everywhere; returns entries written."""
+    pairs = set(pairs)
+    if models:
+        pairs |= set(Reputation.objects.filter(model_id__in=models).values_list("model_id", "context_id"))
+    if not pairs:
+        return 0
+    names = model_names({m for m, _ in pairs})
+    rows = [e for e in (entry_for(m, c, names[m]) for m, c in sorted(pairs)) if e is not None]
+    with transaction.atomic():
+        BoardEntry.objects.bulk_create(rows, batch_size=500, update_conflicts=True,
+                                       unique_fields=["context_id", "model_id"], update_fields=ENTRY_FIELDS)
+        bump()
+    return len(rows)
+
+
+def rebuild() -> int:
+    """Recompute every entry from the indexed tables."""
+    pairs = set(Reputation.objects.values_list("model_id", "context_id"))
+    with transaction.atomic():
+        BoardEntry.objects.all().delete()
+        return refresh(pairs) if pairs else (bump() or 0)
+
+
+def clear() -> None:
+    BoardEntry.objects.all().delete()
+    bump()
+
+
+def bump() -> None:
+    if not BoardState.objects.filter(pk=1).update(version=F("version") + 1):
+        BoardState.objects.get_or_create(pk=1, defaults={"version": 1})
+
+
+def version() -> int:
+    return BoardState.objects.filter(pk=1).values_list("version", flat=True).first() or 0
+
+
+def on_folded(sender, pairs=(), models=(), **kwargs) -> None:
+    refresh(set(pairs), set(models))
+
+
+def on_cleared(sender, **kwargs) -> None:
+    clear()
