@@ -26,6 +26,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """The boards cache rendered pages in the process's cache: no test sees another's."""
+    from django.core.cache import cache
+    cache.clear()
+    yield
+
+
 @pytest.fixture(scope="session")
 def admin():
     return account_from_key(DEV_KEYS[0])

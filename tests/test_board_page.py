@@ -1,6 +1,7 @@
 import pytest
 
-from apps.chain.models import Context, Reputation
+from apps.chain.models import Context
+from apps.leaderboard.models import BoardEntry
 
 pytestmark = pytest.mark.django_db
 GLOBAL = "0x" + "00" * 32
@@ -11,8 +12,8 @@ def test_the_board_ranks_models_by_r_in_the_chosen_context(client):
     Context.objects.create(context_id=ctx, name="math", block_number=1)
     Context.objects.create(context_id=GLOBAL, name="global", block_number=1)
     for model, r in (("0x" + "01" * 32, 4 * 10**17), ("0x" + "02" * 32, 9 * 10**17)):
-        Reputation.objects.create(model_id=model, context_id=ctx, ra=5 * 10**17, rh=5 * 10**17, r=r,
-                                  n_auto=4, n_human=1, block_number=3)
+        BoardEntry.objects.create(model_id=model, context_id=ctx, name=model[:10], ra=5 * 10**17, rh=5 * 10**17,
+                                  r=r, n_auto=4, n_human=1, block_number=3)
     page = client.get("/", {"context": ctx}).content.decode()
     assert "math reputation board" in page
     assert page.index("0.9000") < page.index("0.4000")

@@ -231,7 +231,10 @@ CACHE_SECONDS = 300
 def cached(kind: str, context_id: str, sort: str, direction: str, produce):
     """`produce()` for this board view, cached under the boards' version: any change the indexer
     folds bumps the version, so a cached board is never staler than the table it was made from."""
-    key = f"board:{entries.version()}:{min_evaluations()}:{kind}:{context_id}:{sort}:{direction}"
+    version = entries.version()
+    if not version:
+        return produce()
+    key = f"board:{version}:{min_evaluations()}:{kind}:{context_id}:{sort}:{direction}"
     value = cache.get(key)
     if value is None:
         value = produce()

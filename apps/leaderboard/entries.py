@@ -9,6 +9,7 @@ recompute on request. `rebuild` recomputes every entry (after a migration, or to
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime, timezone as dt_timezone
 
 from django.db import transaction
@@ -110,11 +111,14 @@ def clear() -> None:
 
 
 def bump() -> None:
+    """A new version for the boards' caches. A new row starts from the clock, so a version number is
+    never reused after the table is emptied (a cache would otherwise serve a board from before)."""
     if not BoardState.objects.filter(pk=1).update(version=F("version") + 1):
-        BoardState.objects.get_or_create(pk=1, defaults={"version": 1})
+        BoardState.objects.get_or_create(pk=1, defaults={"version": time.time_ns() // 1000})
 
 
 def version() -> int:
+    """The boards' current version; 0 when nothing has ever been derived (then nothing is cached)."""
     return BoardState.objects.filter(pk=1).values_list("version", flat=True).first() or 0
 
 

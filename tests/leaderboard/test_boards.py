@@ -6,10 +6,9 @@ import sys
 import pytest
 from django.test import override_settings
 
-from apps.chain.models import Context, Reputation
-from apps.chat.models import RegisteredModel
-from apps.leaderboard import boards
-from tests.chat.factories import developer
+from apps.chain.models import Context
+from apps.leaderboard import boards, entries
+from apps.leaderboard.models import BoardEntry
 
 pytestmark = pytest.mark.django_db
 GLOBAL = "0x" + "00" * 32
@@ -21,28 +20,24 @@ def mid(n: int) -> str:
     return "0x" + f"{n:02x}" * 32
 
 
-def rep(model: int, r: float, *, ra=0.5, rh=0.5, n_auto=5, n_human=0, block=10, context=CTX):
-    return Reputation.objects.create(model_id=mid(model), context_id=context, ra=int(ra * WAD), rh=int(rh * WAD),
-                                     r=int(r * WAD), n_auto=n_auto, n_human=n_human, block_number=block)
-
-
-def register(model: int, name: str):
-    owner = developer(f"dev{model}")
-    return RegisteredModel.objects.create(owner=owner, name=name, provider="test", model_id=mid(model),
-                                          metadata_cid=f"cid{model}")
+def rep(model: int, r: float, *, ra=0.5, rh=0.5, n_auto=5, n_human=0, block=10, context=CTX, name=None,
+        band=None, spark=()):
+    """A board entry as the indexer derives it (name: from the model's metadata; else its short id)."""
+    return BoardEntry.objects.create(model_id=mid(model), context_id=context, name=name or entries.short_id(mid(model)),
+                                     ra=int(ra * WAD), rh=int(rh * WAD), r=int(r * WAD), n_auto=n_auto,
+                                     n_human=n_human, block_number=block, spark=list(spark),
+                                     band_lo=band[0] if band else None, band_hi=band[1] if band else None,
+                                     band_n=n_human if band else 0)
 
 
 @pytest.fixture
 def board_data():
     """Four ranked models (two tied on R) and one provisional, in the `math` context."""
     Context.objects.create(context_id=CTX, name="math", block_number=1)
-    register(1, "alpha")
-    register(2, "bravo")
-    register(3, "charlie")
-    rep(1, 0.7, ra=0.9, rh=0.1, n_auto=5, n_human=3, block=30)
-    rep(2, 0.7, ra=0.2, rh=0.8, n_auto=9, n_human=0, block=10)
-    rep(3, 0.9, ra=0.5, rh=0.6, n_auto=2, n_human=4, block=20)
-    rep(4, 0.2, ra=0.3, rh=0.3, n_auto=5, n_human=1, block=40)  # unregistered: shown by its short id
+    rep(1, 0.7, ra=0.9, rh=0.1, n_auto=5, n_human=3, block=30, name="alpha", band=(0.61, 0.78), spark=(0.5, 0.6, 0.7))
+    rep(2, 0.7, ra=0.2, rh=0.8, n_auto=9, n_human=0, block=10, name="bravo")
+    rep(3, 0.9, ra=0.5, rh=0.6, n_auto=2, n_human=4, block=20, name="charlie")
+    rep(4, 0.2, ra=0.3, rh=0.3, n_auto=5, n_human=1, block=40)  # no readable metadata: shown by its short id
     rep(5, 0.99, ra=0.99, rh=0.0, n_auto=4, n_human=0, block=50)  # provisional: 4 < 5
 
 
@@ -56,8 +51,7 @@ def test_ranking_by_r_ties_broken_by_name_and_provisional_apart(board_data):
     assert names(board.ranked) == ["charlie", "alpha", "bravo", boards.short_id(mid(4))]
     assert [r.rank for r in board.ranked] == [1, 2, 3, 4]
     assert [r.model_id for r in board.provisional] == [mid(5)] and board.provisional[0].rank is None
-    assert board.ranked[0].url == f"/models/{RegisteredModel.objects.get(name='charlie').pk}/"
-    assert board.ranked[3].url is None
+    assert board.ranked[0].url == f"/reputation/{mid(3)}/"
 
 
 @pytest.mark.parametrize("sort, direction, expected", [
@@ -115,7 +109,9 @@ def test_full_page_shows_sortable_headers_provisional_section_and_exports(client
     assert response.status_code == 200 and "<html" in page and "htmx.min.js" in page
     assert "math reputation board" in page
     assert page.index(">charlie<") < page.index(">alpha<") < page.index(">bravo<")
-    assert 'href="/models/' in page
+    assert f'href="/reputation/{mid(3)}/"' in page
+    assert "0.6100–0.7800" in page and 'class="band"' in page and "How is the R band computed?" in page
+    assert page.count('<svg class="spark"') == 1, "a sparkline where there is a history (alpha only here)"
     assert 'hx-target="#board-table"' in page and 'hx-push-url="true"' in page
     assert f"?context={CTX}&amp;sort=r&amp;dir=asc" in page, "clicking the current column reverses it"
     assert f"?context={CTX}&amp;sort=ra&amp;dir=desc" in page
@@ -162,9 +158,7 @@ def test_empty_and_all_provisional_boards(client):
 
 def test_script_names_are_escaped(client):
     Context.objects.create(context_id=CTX, name="<script>x</script>", block_number=1)
-    rep(1, 0.5)
-    RegisteredModel.objects.create(owner=developer(), name="<script>m</script>", provider="t", model_id=mid(1),
-                                   metadata_cid="c")  # bypasses the registry's validation on purpose
+    rep(1, 0.5, name="<script>m</script>", spark=(0.1, 0.2))
     for headers in ({}, {"HX-Request": "true", "HX-Target": "board"}):
         page = client.get("/", {"context": CTX}, headers=headers).content.decode()
         assert "<script>x</script>" not in page and "&lt;script&gt;x&lt;/script&gt;" in page
@@ -186,9 +180,10 @@ def test_json_export(client, board_data):
     alpha = data["ranked"][1]
     assert alpha["rank"] == 2 and alpha["r"] == str(7 * 10**17) and alpha["r_decimal"] == pytest.approx(0.7)
     assert alpha["ra"] == str(9 * 10**17) and alpha["rh_decimal"] == pytest.approx(0.1)
-    assert alpha["registered"] and alpha["url"].startswith("/models/")
+    assert alpha["url"] == f"/reputation/{mid(1)}/"
     assert (alpha["n_auto"], alpha["n_human"], alpha["evaluations"], alpha["block_number"]) == (5, 3, 8, 30)
-    assert data["ranked"][0]["registered"] is False and data["ranked"][0]["url"] is None
+    assert alpha["r_band"] == [0.61, 0.78] and alpha["r_band_n"] == 3 and alpha["spark"] == [0.5, 0.6, 0.7]
+    assert data["ranked"][0]["r_band"] is None and "bootstrap" in data["band"]
     assert [(r["model_id"], r["rank"]) for r in data["provisional"]] == [(mid(5), None)]
 
 
@@ -213,6 +208,7 @@ def test_csv_export(client, board_data):
     alpha = dict(zip(rows[0], rows[1]))
     assert alpha["rank"] == "2" and alpha["status"] == "ranked" and alpha["r"] == str(7 * 10**17)
     assert alpha["r_decimal"] == "0.700000" and alpha["evaluations"] == "8" and alpha["block_number"] == "30"
+    assert (alpha["r_band_low"], alpha["r_band_high"]) == ("0.610000", "0.780000")
     assert len(rows) == 6
 
 

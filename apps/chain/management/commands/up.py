@@ -97,6 +97,7 @@ class Command(BaseCommand):
             code = client.request("eth_getCode", [current.reputation, "latest"])
             if current.chainId == client.chain_id and code not in (None, "0x"):
                 self.stdout.write(f"chain: contracts at {current.reputation} (deployment {path})")
+                self._derive_boards()
                 return
         admin = account_from_key(settings.LLMCHAIN_ADMIN_KEY)
         deployment = deploy(client, admin)
@@ -104,3 +105,12 @@ class Command(BaseCommand):
         deployment.save(path)
         indexer.reset()  # tables of an older deployment describe another chain
         self.stdout.write(f"chain: deployed the contracts, deployment file {path}")
+
+    def _derive_boards(self) -> None:
+        """Indexed rows from before the boards' table existed: derive their entries once."""
+        from apps.chain.models import Reputation
+        from apps.leaderboard import entries
+        from apps.leaderboard.models import BoardEntry
+
+        if Reputation.objects.exists() and not BoardEntry.objects.exists():
+            self.stdout.write(f"boards: derived {entries.rebuild()} entries from the indexed tables")
