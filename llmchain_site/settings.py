@@ -114,6 +114,7 @@ STATICFILES_DIRS = [
     BASE_DIR / "static",
     ("vendor/htmx", BASE_DIR / "node_modules" / "htmx.org" / "dist"),
     ("vendor/htmx-ext-ws", BASE_DIR / "node_modules" / "htmx-ext-ws"),
+    ("vendor/chart.js", BASE_DIR / "node_modules" / "chart.js" / "dist"),
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "chat"

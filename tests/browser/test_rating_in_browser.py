@@ -147,8 +147,8 @@ def board_row(page, context_id: str, model_id: str) -> dict[str, str]:
     page.goto(f"/?context={context_id}")
     row = page.locator("table.board tbody tr", has=page.locator(f'code[title="{model_id}"]'))
     expect(row).to_have_count(1)
-    cells = row.locator("td").all_inner_texts()
-    return {"r": cells[2], "ra": cells[3], "rh": cells[4], "n_auto": cells[5], "n_human": cells[6]}
+    return {key: row.locator(f"td.{css}").inner_text() for key, css in
+            (("r", "r"), ("ra", "ra"), ("rh", "rh"), ("n_auto", "n-auto"), ("n_human", "n-human"))}
 
 
 def fill_questionnaire(page, pk: int, answers: dict) -> None:
