@@ -1,5 +1,193 @@
-from django.http import HttpResponse
+"""One model's reputation page: its metadata (checked against the CID on-chain), its REP in every
+context with the history behind it, and its latest evaluations.
+
+`model_report` is the domain function; everything it reads is indexed chain state (LedgerModel,
+BoardEntry, Interaction, Context) plus the metadata record from the evidence store.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+
+from django.http import Http404, HttpResponseBadRequest
+from django.shortcuts import render
+
+from apps.chain.evidence import EvidenceCorrupt, EvidenceMissing, default_store
+from apps.chain.ipfs import IpfsError
+from apps.chain.models import Context, Interaction, LedgerModel
+from apps.chat.models import RegisteredModel
+from lib import records
+from lib.cid import CidError, normalize
+from lib.reputation import GLOBAL_CONTEXT_ID
+
+from .boards import GLOBAL_NAME
+from .entries import short_id
+from .models import BoardEntry
+
+log = logging.getLogger(__name__)
+
+MODEL_ID = re.compile(r"^0x[0-9a-fA-F]{64}$")
+LATEST_EVALUATIONS = 20
+METADATA_TIMEOUT_S = 5
+
+
+class MalformedModelId(ValueError):
+    """Not 0x followed by 64 hex digits."""
+
+
+class UnknownModel(LookupError):
+    """A well-formed id that the indexed chain state knows nothing about."""
+
+
+@dataclass(frozen=True)
+class Metadata:
+    """The model's latest metadata record, or why it cannot be shown."""
+
+    cid: str  # as on-chain (untrusted text)
+    link_cid: str = ""  # the normalized CID when it is one, for /evidence/<cid>/
+    record: dict | None = None  # set only when the bytes matched the CID and parsed as model metadata
+    problem: str = ""
+
+    @property
+    def verified(self) -> bool:
+        return self.record is not None
+
+
+@dataclass(frozen=True)
+class ContextRep:
+    context_id: str
+    name: str
+    entry: BoardEntry
+
+    @property
+    def is_global(self) -> bool:
+        return self.context_id == GLOBAL_CONTEXT_ID
+
+    def chart(self) -> dict:
+        h = self.entry.history or {}
+        return {"id": self.context_id, "name": self.name, "i": list(h.get("i", [])), "ra": list(h.get("ra", [])),
+                "rh": list(h.get("rh", [])), "r": list(h.get("r", []))}
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    row: Interaction
+    context_name: str
+    evidence_cid: str  # normalized, or "" when the chain holds something that is not a CID
+
+    @property
+    def txs(self) -> list[tuple[str, str]]:
+        """(what, hash) of the interaction's transactions on-chain, in the order they happen."""
+        pairs = (("autoEval", self.row.auto_tx), ("humEval", self.row.human_tx),
+                 ("updateReputation", self.row.reputation_tx))
+        return [(what, tx) for what, tx in pairs if tx]
+
+
+@dataclass(frozen=True)
+class ModelReport:
+    model_id: str
+    name: str
+    ledger: LedgerModel | None
+    metadata: Metadata | None
+    registered: RegisteredModel | None
+    contexts: list[ContextRep] = field(default_factory=list)
+    evaluations: list[Evaluation] = field(default_factory=list)
+
+    @property
+    def short_id(self) -> str:
+        return short_id(self.model_id)
+
+    @property
+    def owner_mismatch(self) -> bool:
+        """The record names an owner other than the one on-chain (the record is the owner's claim)."""
+        if not (self.ledger and self.metadata and self.metadata.verified):
+            return False
+        return self.metadata.record.get("owner", "").lower() != self.ledger.owner.lower()
+
+    def chart_data(self) -> dict:
+        return {"contexts": [c.chart() for c in self.contexts if (c.entry.history or {}).get("i")]}
+
+
+def parse_model_id(raw: str) -> str:
+    if not MODEL_ID.match(raw or ""):
+        raise MalformedModelId("A model id is 0x followed by 64 hexadecimal digits "
+                               "(the model's on-chain id, as the boards link it).")
+    return raw.lower()
+
+
+def _link_cid(cid: str) -> str:
+    try:
+        return normalize(cid)
+    except CidError:
+        return ""
+
+
+def read_metadata(cid: str, store=None) -> Metadata:
+    """The record under `cid`, verified against it by the store; never raises for a bad or absent blob."""
+    link = _link_cid(cid)
+    if not link:
+        return Metadata(cid=cid, problem="The metadata CID recorded on-chain is not a CID this site can read.")
+    try:
+        data = (store or default_store()).get(link, timeout=METADATA_TIMEOUT_S)
+    except EvidenceMissing:
+        return Metadata(cid=cid, link_cid=link, problem="No store this site reaches holds this CID, so the "
+                                                        "metadata could not be read.")
+    except EvidenceCorrupt:
+        return Metadata(cid=cid, link_cid=link, problem="The stored bytes do not match this CID; they were refused, "
+                                                        "so the metadata could not be verified.")
+    except (IpfsError, OSError) as exc:
+        log.warning("metadata %s unreadable: %s", link, exc)
+        return Metadata(cid=cid, link_cid=link, problem="The IPFS node could not be reached, so the metadata "
+                                                        "could not be read; try again later.")
+    try:
+        record = records.parse(data)
+    except records.RecordError as exc:
+        return Metadata(cid=cid, link_cid=link, problem=f"The bytes match the CID but are not a valid metadata "
+                                                        f"record: {exc}")
+    if record["schema"] != records.MODEL_SCHEMA:
+        return Metadata(cid=cid, link_cid=link, problem=f"The bytes match the CID but are a {record['schema']} "
+                                                        f"record, not model metadata.")
+    return Metadata(cid=cid, link_cid=link, record=record)
+
+
+def _context_names(context_ids: set[str]) -> dict[str, str]:
+    names = dict(Context.objects.filter(context_id__in=context_ids).values_list("context_id", "name"))
+    names[GLOBAL_CONTEXT_ID] = GLOBAL_NAME
+    return {c: names.get(c) or short_id(c) for c in context_ids}
+
+
+def model_report(raw_model_id: str) -> ModelReport:
+    """Everything the page shows of one model. Raises MalformedModelId or UnknownModel."""
+    model_id = parse_model_id(raw_model_id)
+    ledger = LedgerModel.objects.filter(model_id=model_id).first()
+    entries = list(BoardEntry.objects.filter(model_id=model_id))
+    if ledger is None and not entries:
+        raise UnknownModel(f"No model with id {model_id} has been indexed from the chain.")
+    latest = list(Interaction.objects.filter(model_id=model_id)
+                  .order_by("-auto_block", "interaction_id")[:LATEST_EVALUATIONS])
+    names = _context_names({e.context_id for e in entries} | {i.context_id for i in latest} | {GLOBAL_CONTEXT_ID})
+    contexts = sorted((ContextRep(e.context_id, names[e.context_id], e) for e in entries),
+                      key=lambda c: (not c.is_global, c.name.casefold(), c.context_id))
+    metadata = read_metadata(ledger.metadata_cid) if ledger is not None else None
+    if metadata is not None and metadata.verified:
+        name = metadata.record["name"]
+    else:
+        name = next((e.name for e in entries if e.name), "") or short_id(model_id)
+    return ModelReport(
+        model_id=model_id, name=name, ledger=ledger, metadata=metadata,
+        registered=RegisteredModel.objects.filter(model_id=model_id).first(), contexts=contexts,
+        evaluations=[Evaluation(i, names[i.context_id], _link_cid(i.evidence_cid)) for i in latest])
 
 
 def model_reputation(request, model_id):
-    return HttpResponse("model page: in progress")
+    """/reputation/<model_id>/: the model's metadata, REP per context with its chart, latest evaluations."""
+    try:
+        report = model_report(model_id)
+    except MalformedModelId as exc:
+        return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
+    except UnknownModel as exc:
+        raise Http404(str(exc)) from exc
+    return render(request, "leaderboard/model.html", {"report": report, "chart_data": report.chart_data(),
+                                                      "latest_max": LATEST_EVALUATIONS})
