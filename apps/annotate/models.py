@@ -1,0 +1,156 @@
+"""Agent debates over pairs of answers (seed 003) and the expert queue for those that end in disagreement.
+
+A Debate holds what was judged and how the agents' discussion ended; its DebateTurns are the
+transcript, one row per agent per round. A debate whose agents still disagree after the last
+round gets a QueueItem, which experts claim for a while (the claim expires) and answer with
+ExpertVerdicts; an item may ask for several experts' verdicts before it counts as resolved.
+
+Verdicts everywhere are in the debate's own numbering: 1 = submission 1 is better, 2 =
+submission 2 is better, 0 = neither (lib/debate.py). Reasoning texts are model output, stored
+as they came and always escaped when shown.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from lib.debate import FIRST, NEITHER, SECOND
+
+
+class Verdict(models.IntegerChoices):
+    FIRST = FIRST, "Submission 1 is better"
+    SECOND = SECOND, "Submission 2 is better"
+    NEITHER = NEITHER, "Neither is better"
+
+
+_VALID_VERDICT = Q(verdict__in=Verdict.values)
+
+
+class Debate(models.Model):
+    """Two submissions to one question, judged under one criterion by several agents."""
+
+    class Source(models.TextChoices):
+        SCALEEVAL = "scaleeval", "ScaleEval recorded debate"
+        LIVE = "live", "Held on this site"
+
+    source = models.CharField(max_length=16, choices=Source.choices)
+    # Unique per debate and stable across runs: what makes imports and jobs idempotent
+    # ("scaleeval:<pair>/<criterion>/<scenario>/<id>" for the recorded ones).
+    key = models.CharField(max_length=200, unique=True)
+    scenario = models.CharField(max_length=100, blank=True)
+    criterion = models.CharField(max_length=100)
+    criterion_description = models.TextField(blank=True)
+    question = models.TextField()
+    submission_1 = models.TextField()
+    submission_2 = models.TextField()
+    system_1 = models.CharField(max_length=100, blank=True)  # who wrote submission 1 ("" when unknown)
+    system_2 = models.CharField(max_length=100, blank=True)
+    consensus = models.PositiveSmallIntegerField(
+        choices=Verdict.choices, null=True, blank=True,
+        help_text="the agents' common verdict in the last round; empty: they still disagreed")
+    rounds = models.PositiveSmallIntegerField(help_text="rounds held, the independent round 0 included")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(consensus__isnull=True) | Q(consensus__in=Verdict.values),
+                                   name="debate_consensus_is_a_verdict"),
+            models.CheckConstraint(condition=Q(rounds__gte=1), name="debate_held_at_least_one_round"),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+    @property
+    def disagreed(self) -> bool:
+        return self.consensus is None
+
+
+class DebateTurn(models.Model):
+    """One agent's evaluation in one round of a debate, as given and as read."""
+
+    debate = models.ForeignKey(Debate, on_delete=models.CASCADE, related_name="turns")
+    round = models.PositiveSmallIntegerField()  # 0: independent; 1..: discussion rounds
+    speaker = models.PositiveSmallIntegerField()  # the agent's place in the debate, from 1
+    agent = models.CharField(max_length=100, blank=True)  # the judge model's name ("" when unknown)
+    reasoning = models.TextField(blank=True)  # the agent's reply, as it came
+    verdict = models.PositiveSmallIntegerField(choices=Verdict.choices, null=True, blank=True)
+    unparseable = models.TextField(blank=True)  # why no verdict could be read (only when verdict is empty)
+    recorded_score = models.CharField(max_length=32, blank=True)  # the score as an imported source wrote it
+    # True: this agent saw the debate's submission 2 first, as its "Submission 1" (its verdict is mapped back).
+    swapped = models.BooleanField(default=False)
+    peers_shown = models.JSONField(default=list, blank=True)  # the other agents' names, in the order shown
+    prompt = models.TextField(null=True, blank=True)  # what the agent was sent; empty for imported debates
+
+    class Meta:
+        ordering = ["debate_id", "round", "speaker"]
+        constraints = [
+            models.UniqueConstraint(fields=["debate", "round", "speaker"], name="one_turn_per_speaker_per_round"),
+            models.CheckConstraint(condition=Q(verdict__isnull=True) | _VALID_VERDICT,
+                                   name="turn_verdict_is_a_verdict"),
+            models.CheckConstraint(
+                condition=(Q(verdict__isnull=True) & ~Q(unparseable=""))
+                | (Q(verdict__isnull=False) & Q(unparseable="")),
+                name="turn_unparseable_iff_no_verdict"),
+            models.CheckConstraint(condition=Q(speaker__gte=1), name="turn_speaker_from_one"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.debate_id} round {self.round} speaker {self.speaker}"
+
+
+class QueueItem(models.Model):
+    """A disagreement waiting for experts. A claim holds it for one expert until claim_expires_at;
+    an expired claim is as good as none. Resolved once required_verdicts experts have answered."""
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        CLAIMED = "claimed"
+        RESOLVED = "resolved"
+
+    debate = models.OneToOneField(Debate, on_delete=models.CASCADE, related_name="queue_item")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN, db_index=True)
+    claimed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="claimed_queue_items")
+    claim_expires_at = models.DateTimeField(null=True, blank=True)
+    required_verdicts = models.PositiveSmallIntegerField(default=1)
+    created_at = models.DateTimeField(default=timezone.now)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(required_verdicts__gte=1), name="queue_item_needs_a_verdict"),
+            models.CheckConstraint(
+                condition=~Q(status="claimed") | (Q(claimed_by__isnull=False) & Q(claim_expires_at__isnull=False)),
+                name="queue_item_claim_has_expert_and_expiry"),
+            models.CheckConstraint(condition=~Q(status="resolved") | Q(resolved_at__isnull=False),
+                                   name="queue_item_resolution_has_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.debate.key} {self.status}"
+
+
+class ExpertVerdict(models.Model):
+    """One expert's decision on a queued debate, after reading the agents' reasoning."""
+
+    item = models.ForeignKey(QueueItem, on_delete=models.CASCADE, related_name="verdicts")
+    expert = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="expert_verdicts")
+    verdict = models.PositiveSmallIntegerField(choices=Verdict.choices)
+    note = models.TextField(blank=True, max_length=5000)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["item_id", "created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "expert"], name="one_verdict_per_expert_per_item"),
+            models.CheckConstraint(condition=_VALID_VERDICT, name="expert_verdict_is_a_verdict"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.item_id} {self.expert} {self.verdict}"
