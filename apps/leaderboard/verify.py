@@ -1,0 +1,506 @@
+"""Rebuild the boards from the chain alone, and compare a served board with them cell by cell.
+
+The chain side touches no database: it reads the Reputation contract's events and state over
+JSON-RPC and each model's latest metadata record from IPFS (checked against its CID), and folds
+them through the same `lib.boardstats.summarize` the indexer feeds from its tables. It also reads
+the contract's state at the same block: every pair's `reputation(modelId, contextId)` must equal
+its last ReputationUpdated event, and every context's `contextStats` the sums of those.
+
+The served side is this site's board table (`boards.build_board`) or another site's JSON API
+(`GET <site>/api/boards/<context_id>`), so anyone can check a site they do not run.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone as dt_timezone
+from typing import Any
+
+import httpx
+from django.conf import settings
+from django.core.cache import cache
+
+from apps.chain.client import ChainClient, RpcError, from_hex, to_hex
+from apps.chain.evidence import EvidenceCorrupt, EvidenceMissing, LocalBlobStore
+from apps.chain.indexer import fetch_events
+from apps.chain.ipfs import IpfsCorrupt, IpfsNotFound, KuboClient
+from apps.chain.ledger import Deployment, Ledger, b32, hex32
+from lib import cid as cids
+from lib.boardstats import Change, Evaluation, summarize
+from lib.reputation import GLOBAL_CONTEXT_ID, WAD
+
+from . import boards
+from .boards import BoardRow
+from .entries import metadata_name, short_id
+
+BAND_TOLERANCE = 1e-6
+LOG_CHUNK = 10_000  # blocks per eth_getLogs
+# (key, label) of the cells compared for each model, in table order.
+COLUMNS = (("rank", "Rank"), ("name", "Name"), ("r", "R"), ("ra", "Ra"), ("rh", "Rh"), ("n_auto", "n auto"),
+           ("n_human", "n human"), ("block_number", "Block"), ("changed_at", "Changed at (UTC)"),
+           ("band_lo", "Band low"), ("band_hi", "Band high"))
+ABSENT = "absent"  # a cell of a model that one side does not list
+
+
+class VerifyError(Exception):
+    """The chain, IPFS or the served site could not be read as needed; the message says which."""
+
+
+# --- reading IPFS without the database ---------------------------------------------------------
+
+class CidReader:
+    """Verified bytes of a CID from a local blob directory and/or a Kubo-compatible node.
+
+    The site's EvidenceStore also looks at pins still queued in the database; this reader never
+    does, so a rebuild needs nothing but a node, IPFS and the contract addresses."""
+
+    def __init__(self, local: LocalBlobStore | None = None, kubo: KuboClient | None = None):
+        self.local, self.kubo = local, kubo
+
+    def get(self, cid: str, *, timeout: float | None = None) -> bytes:
+        cid = cids.normalize(cid)
+        if self.local is not None:
+            try:
+                return self.local.get(cid)
+            except (EvidenceMissing, EvidenceCorrupt):
+                if self.kubo is None:
+                    raise
+        if self.kubo is None:
+            raise EvidenceMissing(f"{cid}: no IPFS node to ask")
+        try:
+            return self.kubo.cat(cid, timeout=timeout)  # checked against the CID by the client
+        except IpfsNotFound as exc:
+            raise EvidenceMissing(str(exc)) from exc
+        except IpfsCorrupt as exc:
+            raise EvidenceCorrupt(str(exc)) from exc
+
+
+def default_reader() -> CidReader:
+    """This site's IPFS as configured: the local blob directory, and the node with the kubo backend."""
+    kubo = None
+    if settings.LLMCHAIN_IPFS_BACKEND == "kubo":
+        kubo = KuboClient(settings.LLMCHAIN_IPFS_API_URL, timeout=settings.LLMCHAIN_IPFS_TIMEOUT_S,
+                          retries=settings.LLMCHAIN_IPFS_RETRIES)
+    return CidReader(LocalBlobStore(settings.LLMCHAIN_IPFS_DIR), kubo)
+
+
+# --- the chain side ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StateIssue:
+    """The contract's state disagrees with what its events say."""
+
+    context_id: str
+    model_id: str | None  # None: the context's running sums (contextStats)
+    text: str
+
+
+@dataclass(frozen=True)
+class ChainBoards:
+    """Every board as the chain alone gives it, at block `head`."""
+
+    chain_id: int
+    reputation: str  # the Reputation contract's address
+    from_block: int
+    head: int
+    events: int
+    contexts: dict[str, str]  # context id -> name: the global context first, then in chain order
+    rows: dict[str, list[BoardRow]]  # context id -> its models' rows (not ranked)
+    issues: tuple[StateIssue, ...]
+    last: dict[tuple[str, str], tuple[int, int, int, int, int]]  # pair -> (ra, rh, r, nAuto, nHuman) last emitted
+    built_at: float = field(default_factory=time.time)
+
+    @property
+    def ok(self) -> bool:
+        return not self.issues
+
+    def issues_of(self, context_id: str) -> list[StateIssue]:
+        return [i for i in self.issues if i.context_id == context_id]
+
+
+def fetch_all(ledger: Ledger, from_block: int, to_block: int) -> list[dict]:
+    """Every decoded event of the contracts from `from_block` to `to_block`, in chain order."""
+    events: list[dict] = []
+    for start in range(from_block, to_block + 1, LOG_CHUNK):
+        events += fetch_events(ledger, start, min(to_block, start + LOG_CHUNK - 1))
+    return events
+
+
+def _timestamp(ts: int | None) -> datetime | None:
+    return datetime.fromtimestamp(ts, tz=dt_timezone.utc) if ts is not None else None
+
+
+def boards_from_events(events: list[dict], reader) -> tuple[dict, dict, dict]:
+    """(contexts, rows per context, last emitted REP per pair) from the events alone.
+
+    The same inputs the indexer folds into its tables: per pair its ReputationUpdated events in
+    chain order, and the human-rated interactions of the model (all of them for the global
+    context, else those of the context); names from each model's latest metadata CID."""
+    contexts = {GLOBAL_CONTEXT_ID: boards.GLOBAL_NAME}
+    metadata: dict[str, str] = {}  # model -> its latest metadata CID
+    autos: dict[str, tuple[str, str, bool, int, int]] = {}  # interaction -> (model, context, ref, sA, wA)
+    humans: dict[str, tuple[int, int]] = {}  # interaction -> (sH, wH)
+    changes: dict[tuple[str, str], list[Change]] = defaultdict(list)
+    for e in events:
+        a, name = e["args"], e["event"]
+        if name == "ContextAdded":
+            contexts.setdefault(hex32(a["contextId"]), a["name"])  # the global one keeps its board name
+        elif name in ("ModelAdded", "ModelMetadataUpdated"):
+            metadata[hex32(a["modelId"])] = a["metadataCid"]
+        elif name == "AutoEvaluated":
+            autos[hex32(a["interactionId"])] = (hex32(a["modelId"]), hex32(a["contextId"]), bool(a["hasReference"]),
+                                                int(a["sA"]), int(a["wA"]))
+        elif name == "HumanEvaluated":
+            humans[hex32(a["interactionId"])] = (int(a["sH"]), int(a["wH"]))
+        elif name == "ReputationUpdated":
+            pair = (hex32(a["modelId"]), hex32(a["contextId"]))
+            changes[pair].append(Change(hex32(a["interactionId"]), int(a["rA"]), int(a["rH"]), int(a["r"]),
+                                        int(a["nAuto"]), int(a["nHuman"]), e["block"], e.get("timestamp")))
+    rated: dict[str, dict[str, list[Evaluation]]] = defaultdict(lambda: defaultdict(list))  # model -> context -> evs
+    for iid, (sh, wh) in humans.items():
+        if iid in autos:
+            model, context, ref, sa, wa = autos[iid]
+            rated[model][context].append(Evaluation(iid, ref, sa, wa, sh, wh))
+    names = {m: (metadata_name(metadata[m], reader) if m in metadata else None) or short_id(m)
+             for m in {m for m, _ in changes}}
+    rows: dict[str, list[BoardRow]] = {c: [] for c in contexts}
+    last = {}
+    for (model, context), history in sorted(changes.items()):
+        if context == GLOBAL_CONTEXT_ID:
+            evaluations = {ev.interaction_id: ev for evs in rated[model].values() for ev in evs}
+        else:
+            evaluations = {ev.interaction_id: ev for ev in rated[model][context]}
+        s = summarize(model, context, history, evaluations)
+        rows.setdefault(context, []).append(BoardRow(
+            model_id=model, name=names[model], r=s.r, ra=s.ra, rh=s.rh, n_auto=s.n_auto, n_human=s.n_human,
+            block_number=s.block, changed_at=_timestamp(s.timestamp), spark=tuple(s.spark), band_lo=s.band_lo,
+            band_hi=s.band_hi, band_n=s.band_n))
+        last[(model, context)] = (s.ra, s.rh, s.r, s.n_auto, s.n_human)
+        contexts.setdefault(context, short_id(context))
+    return contexts, rows, last
+
+
+def _wad(x: int) -> str:
+    return f"{x // WAD}.{x % WAD:018d}"
+
+
+def check_state(ledger: Ledger, last: dict, contexts, block: int) -> tuple[StateIssue, ...]:
+    """The contract's state at `block` against the last emitted REP of every pair and the sums of
+    every context (one JSON-RPC batch of eth_calls)."""
+    abi = ledger.abis["reputation"]
+    rep_fn, stats_fn = abi.fn("reputation"), abi.fn("contextStats")
+    to, at = ledger.deployment.reputation, hex(block)
+    pairs, contexts = sorted(last), sorted(contexts)
+    calls = [("eth_call", [{"to": to, "data": to_hex(rep_fn.encode(b32(m), b32(c)))}, at]) for m, c in pairs]
+    calls += [("eth_call", [{"to": to, "data": to_hex(stats_fn.encode(b32(c)))}, at]) for c in contexts]
+    replies = ledger.client.batch(calls) if calls else []
+    for reply in replies:
+        if isinstance(reply, RpcError):
+            raise VerifyError(f"the node could not read the contract's state at block {block}: {reply}")
+    issues = []
+    for (m, c), reply in zip(pairs, replies):
+        state = tuple(rep_fn.decode_output(from_hex(reply)))
+        if state != last[(m, c)]:
+            issues.append(StateIssue(c, m, f"reputation({short_id(m)}, {short_id(c)}) on-chain is "
+                                           f"{_rep_text(state)}, its last ReputationUpdated event says "
+                                           f"{_rep_text(last[(m, c)])}"))
+    for c, reply in zip(contexts, replies[len(pairs):]):
+        exists, n, sra, srh, sr = stats_fn.decode_output(from_hex(reply))
+        mine = [v for (m, cc), v in last.items() if cc == c]
+        expected = (True, len(mine), sum(v[0] for v in mine), sum(v[1] for v in mine), sum(v[2] for v in mine))
+        if (exists, n, sra, srh, sr) != expected:
+            issues.append(StateIssue(c, None, f"contextStats({short_id(c)}) on-chain is (exists {exists}, {n} "
+                                              f"models, sums Ra {_wad(sra)}, Rh {_wad(srh)}, R {_wad(sr)}); the "
+                                              f"events give ({expected[1]} models, sums Ra {_wad(expected[2])}, "
+                                              f"Rh {_wad(expected[3])}, R {_wad(expected[4])})"))
+    return tuple(issues)
+
+
+def _rep_text(v: tuple) -> str:
+    return f"(Ra {_wad(v[0])}, Rh {_wad(v[1])}, R {_wad(v[2])}, nAuto {v[3]}, nHuman {v[4]})"
+
+
+def rebuild_from_chain(ledger: Ledger, store=None, *, to_block: int | None = None) -> ChainBoards:
+    """Every board from the contract's events and state up to `to_block` (the head by default),
+    names from IPFS through `store` (anything with `get(cid, timeout=...)`; by default this site's
+    IPFS, read without the database). Raises ChainError when the node cannot be read, VerifyError
+    when it cannot give the state at that block."""
+    reader = store if store is not None else default_reader()
+    head = ledger.client.block_number() if to_block is None else to_block
+    start = ledger.deployment.deployBlock
+    events = fetch_all(ledger, start, head)
+    contexts, rows, last = boards_from_events(events, reader)
+    issues = check_state(ledger, last, contexts, head)
+    return ChainBoards(chain_id=ledger.deployment.chainId, reputation=ledger.deployment.reputation, from_block=start,
+                       head=head, events=len(events), contexts=contexts, rows=rows, issues=issues, last=last)
+
+
+# The verify page rebuilds at most once per chain head and process: visitors in the same block share
+# the rebuild, and a head that moved without any event of the contracts only re-reads the state.
+CHAIN_CACHE_S = 10
+REBUILD_MAX_AGE_S = 60  # names (IPFS) are re-read at least this often
+_rebuild_lock = threading.Lock()
+
+
+def cached_chain_boards(ledger: Ledger, store=None) -> ChainBoards:
+    """`rebuild_from_chain` at the current head, shared for a few seconds keyed by the head block."""
+    d = ledger.deployment
+    key = f"verify:chain:{d.chainId}:{d.reputation.lower()}:{d.deployBlock}"
+    locked = _rebuild_lock.acquire(timeout=30)
+    try:
+        head = ledger.client.block_number()
+        previous: ChainBoards | None = cache.get(key)
+        if previous is not None and previous.head == head:
+            return previous
+        if previous is not None and previous.head < head and time.time() - previous.built_at < REBUILD_MAX_AGE_S \
+                and not ledger.client.logs([d.identity, d.reputation], previous.head + 1, head):
+            chain = replace(previous, head=head, issues=check_state(ledger, previous.last, previous.contexts, head))
+        else:
+            chain = rebuild_from_chain(ledger, store, to_block=head)
+        cache.set(key, chain, CHAIN_CACHE_S)
+        return chain
+    finally:
+        if locked:
+            _rebuild_lock.release()
+
+
+def visitor_ledger(rpc_url: str, reputation: str, identity: str | None = None, from_block: int = 0,
+                   poa: bool = False) -> Ledger:
+    """A ledger from nothing but a node and the contract addresses. Boards need only the Reputation
+    contract's events; without the Identity address only those are read."""
+    client = ChainClient(rpc_url, poa=poa, retries=1)
+    deployment = Deployment(chainId=client.chain_id, identity=identity or reputation, access="",
+                            reputation=reputation, deployBlock=from_block)
+    return Ledger(client, deployment)
+
+
+# --- the served side ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ServedBoard:
+    context_id: str
+    context_name: str | None  # None: the site serves no board for this context
+    min_evaluations: int
+    rows: list[BoardRow]  # ranked ones with their served rank, then provisional ones (rank None)
+
+
+class SiteBoards:
+    """This site's boards, as `boards.build_board` serves them from the board table."""
+
+    label = "this site's board table"
+
+    def context_ids(self) -> list[str]:
+        return [GLOBAL_CONTEXT_ID] + [c.context_id for c in boards.board_contexts()]
+
+    def board(self, context_id: str) -> ServedBoard:
+        try:
+            board = boards.build_board(context_id)
+        except boards.UnknownContext:
+            return ServedBoard(context_id, None, boards.min_evaluations(), [])
+        return ServedBoard(context_id, board.context_name, board.min_evaluations, board.rows)
+
+
+class RemoteSite:
+    """Another site's boards, read from its JSON API (`GET <url>/api/boards/<context_id>`)."""
+
+    def __init__(self, url: str, timeout: float = 20):
+        self.url = url.rstrip("/")
+        self.label = self.url
+        self._http = httpx.Client(timeout=timeout, follow_redirects=True)
+
+    def context_ids(self) -> list[str]:
+        return []  # the API lists no contexts: the chain's are checked
+
+    def board(self, context_id: str) -> ServedBoard:
+        url = f"{self.url}/api/boards/{context_id}"
+        try:
+            response = self._http.get(url, headers={"Accept": "application/json"})
+        except httpx.HTTPError as exc:
+            raise VerifyError(f"cannot read the served board at {url}: {exc}") from exc
+        if response.status_code == 404:
+            return ServedBoard(context_id, None, 0, [])
+        if response.status_code != 200:
+            raise VerifyError(f"the served board at {url} answered HTTP {response.status_code}")
+        try:
+            data = response.json()
+            rows = [self._row(r) for r in data["ranked"] + data["provisional"]]
+            return ServedBoard(context_id, data["context"]["name"], int(data["min_evaluations"]), rows)
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            raise VerifyError(f"the served board at {url} is not a board of this API: {exc!r}") from exc
+
+    @staticmethod
+    def _row(r: dict) -> BoardRow:
+        band = r.get("r_band")
+        changed = r.get("changed_at")
+        return BoardRow(model_id=str(r["model_id"]).lower(), name=str(r["name"]), r=int(r["r"]), ra=int(r["ra"]),
+                        rh=int(r["rh"]), n_auto=int(r["n_auto"]), n_human=int(r["n_human"]),
+                        block_number=int(r["block_number"]),
+                        changed_at=datetime.fromisoformat(changed) if changed else None,
+                        spark=tuple(r.get("spark") or ()), band_lo=float(band[0]) if band else None,
+                        band_hi=float(band[1]) if band else None, band_n=int(r.get("r_band_n") or 0),
+                        rank=None if r.get("rank") is None else int(r["rank"]))
+
+
+# --- the comparison ----------------------------------------------------------------------------
+
+def _text(column: str, value: Any) -> str:
+    if value is ABSENT:
+        return "—"
+    if value is None:
+        return "provisional" if column == "rank" else "none"
+    if column in ("r", "ra", "rh"):
+        return _wad(value)
+    if column in ("band_lo", "band_hi"):
+        return f"{value:.6f}"
+    if column == "changed_at":
+        return value.astimezone(dt_timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return str(value)
+
+
+def _equal(column: str, a: Any, b: Any) -> bool:
+    if a is ABSENT or b is ABSENT:
+        return False
+    if column in ("band_lo", "band_hi") and a is not None and b is not None:
+        return abs(a - b) <= BAND_TOLERANCE
+    return a == b
+
+
+@dataclass(frozen=True)
+class Cell:
+    column: str
+    served: Any
+    chain: Any
+
+    @property
+    def equal(self) -> bool:
+        return _equal(self.column, self.served, self.chain)
+
+    @property
+    def served_text(self) -> str:
+        return _text(self.column, self.served)
+
+    @property
+    def chain_text(self) -> str:
+        return _text(self.column, self.chain)
+
+    def to_dict(self) -> dict:
+        return {"column": self.column, "served": self.served_text, "chain": self.chain_text, "equal": self.equal}
+
+
+@dataclass(frozen=True)
+class RowReport:
+    model_id: str
+    cells: tuple[Cell, ...]
+    side: str  # "both", or the only side that lists the model: "served" | "chain"
+
+    @property
+    def ok(self) -> bool:
+        return all(c.equal for c in self.cells)
+
+    @property
+    def differing(self) -> int:
+        return sum(not c.equal for c in self.cells)
+
+    @property
+    def short_id(self) -> str:
+        return short_id(self.model_id)
+
+    def to_dict(self) -> dict:
+        return {"model_id": self.model_id, "side": self.side, "ok": self.ok,
+                "cells": [c.to_dict() for c in self.cells]}
+
+
+def _cells(served: BoardRow | None, chain: BoardRow | None) -> tuple[Cell, ...]:
+    return tuple(Cell(key, getattr(served, key) if served else ABSENT, getattr(chain, key) if chain else ABSENT)
+                 for key, _ in COLUMNS)
+
+
+def compare(served_rows: list[BoardRow], chain_rows: list[BoardRow], minimum: int) -> list[RowReport]:
+    """Cell by cell, one report per model: the chain's rows ranked as the served board ranks them
+    (`rank_rows` with the same minimum), in the chain's order, then the models only the served side lists."""
+    ranked, provisional = boards.rank_rows(chain_rows, "r", "desc", minimum)
+    served = {row.model_id: row for row in served_rows}
+    out = []
+    for row in ranked + provisional:
+        mine = served.pop(row.model_id, None)
+        out.append(RowReport(row.model_id, _cells(mine, row), "both" if mine else "chain"))
+    for row in served_rows:
+        if row.model_id in served:
+            out.append(RowReport(row.model_id, _cells(row, None), "served"))
+    return out
+
+
+@dataclass(frozen=True)
+class BoardReport:
+    context_id: str
+    served_name: str | None  # None: no such board served
+    chain_name: str | None  # None: no such context on-chain
+    min_evaluations: int
+    rows: tuple[RowReport, ...]
+    issues: tuple[StateIssue, ...]  # the contract's state against its events, in this context
+
+    @property
+    def name_equal(self) -> bool:
+        return self.served_name is not None and self.served_name == self.chain_name
+
+    @property
+    def cells_checked(self) -> int:
+        return 1 + sum(len(r.cells) for r in self.rows)  # 1: the context's name
+
+    @property
+    def cells_differing(self) -> int:
+        return (not self.name_equal) + sum(r.differing for r in self.rows)
+
+    @property
+    def models(self) -> int:
+        return len(self.rows)
+
+    @property
+    def ok(self) -> bool:
+        return self.cells_differing == 0 and not self.issues
+
+    @property
+    def title(self) -> str:
+        return self.chain_name or self.served_name or short_id(self.context_id)
+
+    @property
+    def verdict(self) -> str:
+        models = f"{self.models} model{'' if self.models == 1 else 's'}"
+        checked = f"{self.cells_checked} cell{'' if self.cells_checked == 1 else 's'} checked"
+        if self.ok:
+            return f"The served board matches the chain: {models}, {checked}."
+        parts = []
+        if self.cells_differing:
+            k = self.cells_differing
+            parts.append(f"{k} cell{' differs' if k == 1 else 's differ'} ({models}, {checked})")
+        if self.issues:
+            parts.append(f"the contract's state disagrees with its events in {len(self.issues)} "
+                         f"place{'' if len(self.issues) == 1 else 's'}")
+        return "The served board does not match the chain: " + "; ".join(parts) + "."
+
+    def to_dict(self) -> dict:
+        return {"context_id": self.context_id, "served_name": self.served_name, "chain_name": self.chain_name,
+                "ok": self.ok, "verdict": self.verdict, "models": self.models,
+                "cells_checked": self.cells_checked, "cells_differing": self.cells_differing,
+                "min_evaluations": self.min_evaluations, "rows": [r.to_dict() for r in self.rows],
+                "state_issues": [{"model_id": i.model_id, "text": i.text} for i in self.issues]}
+
+
+def check_board(context_id: str, served: ServedBoard, chain: ChainBoards) -> BoardReport:
+    """One context's served board against the chain's rebuild of it."""
+    rows = compare(served.rows, chain.rows.get(context_id, []), served.min_evaluations)
+    return BoardReport(context_id=context_id, served_name=served.context_name,
+                       chain_name=chain.contexts.get(context_id), min_evaluations=served.min_evaluations,
+                       rows=tuple(rows), issues=tuple(chain.issues_of(context_id)))
+
+
+def verify_boards(chain: ChainBoards, source, context_ids: list[str] | None = None) -> list[BoardReport]:
+    """Reports for `context_ids`, or for every context either side knows (the global one first)."""
+    if context_ids is None:
+        context_ids = list(chain.contexts)
+        context_ids += [c for c in source.context_ids() if c not in chain.contexts]
+    return [check_board(c, source.board(c), chain) for c in context_ids]
+
