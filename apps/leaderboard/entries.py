@@ -48,10 +48,17 @@ def metadata_name(cid: str, store=None) -> str | None:
 
 
 def model_names(model_ids: set[str]) -> dict[str, str]:
-    """A display name per model: its latest on-chain metadata record's name, else its short id."""
+    """A display name per model: its latest on-chain metadata record's name. When that record cannot
+    be read right now (an IPFS outage), the name the boards already show is kept rather than replaced
+    by the short id; a model never named yet gets its short id."""
     cids = dict(LedgerModel.objects.filter(model_id__in=model_ids).values_list("model_id", "metadata_cid"))
     store = evidence.default_store() if cids else None
-    return {m: (metadata_name(cids[m], store) if m in cids else None) or short_id(m) for m in model_ids}
+    known = dict(BoardEntry.objects.filter(model_id__in=model_ids).values_list("model_id", "name"))
+    names = {}
+    for m in model_ids:
+        read = metadata_name(cids[m], store) if m in cids else None
+        names[m] = read or known.get(m) or short_id(m)
+    return names
 
 
 def _timestamp(ts: int | None) -> datetime | None:
@@ -86,6 +93,7 @@ def refresh(pairs: set[tuple[str, str]], models: set[str] = frozenset()) -> int:
     pairs = set(pairs)
     if models:
         pairs |= set(Reputation.objects.filter(model_id__in=models).values_list("model_id", "context_id"))
+        pairs |= set(BoardEntry.objects.filter(model_id__in=models).values_list("model_id", "context_id"))
     if not pairs:
         return 0
     names = model_names({m for m, _ in pairs})
