@@ -156,3 +156,41 @@ class BoardCsv(_BoardView):
                               **{(code, "application/json"): r for code, r in ERRORS.items()}})
     def get(self, request, context_id):
         return super().get(request, context_id)
+
+
+class BoardIndexItemSerializer(serializers.Serializer):
+    context_id = serializers.CharField()
+    name = serializers.CharField()
+    models = serializers.IntegerField(help_text="Models with a REP in this context.")
+    url = serializers.CharField(help_text="The board's JSON.")
+    csv_url = serializers.CharField(help_text="The board's CSV.")
+
+
+class BoardIndexSerializer(serializers.Serializer):
+    boards = BoardIndexItemSerializer(many=True, help_text="The global board first, then the contexts by name.")
+
+
+def index_data() -> dict:
+    from django.db.models import Count
+    from django.urls import reverse
+
+    from .models import BoardEntry
+
+    counts = dict(BoardEntry.objects.values_list("context_id").annotate(n=Count("id")).values_list("context_id", "n"))
+    items = [(boards.GLOBAL_CONTEXT_ID, boards.GLOBAL_NAME)] + [(c.context_id, c.name) for c in boards.board_contexts()]
+    return {"boards": [{"context_id": cid, "name": name, "models": counts.get(cid, 0),
+                        "url": reverse("api-board", args=[cid]), "csv_url": reverse("api-board-csv", args=[cid])}
+                       for cid, name in items]}
+
+
+class BoardIndex(APIView):
+    """Every board this site serves: a visitor verifying the site checks each of them."""
+
+    permission_classes = [AllowAny]
+    authentication_classes = []
+
+    @extend_schema(summary="The boards this site serves", operation_id="board_list",
+                   responses={200: BoardIndexSerializer})
+    def get(self, request):
+        body = boards.cached("index", "", "", "", lambda: json.dumps(index_data(), separators=(",", ":")).encode())
+        return HttpResponse(body, content_type="application/json")

@@ -312,7 +312,19 @@ class RemoteSite:
         self._http = httpx.Client(timeout=timeout, follow_redirects=True)
 
     def context_ids(self) -> list[str]:
-        return []  # the API lists no contexts: the chain's are checked
+        """The boards the site lists (`GET <url>/api/boards/`), so a board it serves for a context
+        the chain does not have is reported too."""
+        url = f"{self.url}/api/boards/"
+        try:
+            response = self._http.get(url, headers={"Accept": "application/json"})
+        except httpx.HTTPError as exc:
+            raise VerifyError(f"cannot read the served board list at {url}: {exc}") from exc
+        if response.status_code != 200:
+            raise VerifyError(f"the served board list at {url} answered HTTP {response.status_code}")
+        try:
+            return [str(b["context_id"]).lower() for b in response.json()["boards"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise VerifyError(f"the served board list at {url} is not a board list of this API: {exc!r}") from exc
 
     def board(self, context_id: str) -> ServedBoard:
         url = f"{self.url}/api/boards/{context_id}"

@@ -224,3 +224,13 @@ def test_schema_describes_the_exports_and_validates():
     assert result.returncode == 0, result.stderr
     assert "/api/boards/{context_id}:" in result.stdout and "/api/boards/{context_id}.csv:" in result.stdout
     assert "text/csv" in result.stdout
+
+
+def test_the_index_lists_every_board_global_first(client, board_data):
+    rep(1, 0.5, context=GLOBAL, name="alpha")
+    Context.objects.create(context_id="0x" + "cd" * 32, name="coding", block_number=2)
+    data = client.get("/api/boards/").json()
+    assert [(b["name"], b["models"]) for b in data["boards"]] == [("Global", 1), ("coding", 0), ("math", 5)]
+    math = data["boards"][2]
+    assert math["context_id"] == CTX and math["url"] == f"/api/boards/{CTX}" and math["csv_url"].endswith(".csv")
+    assert client.get(math["url"]).status_code == 200

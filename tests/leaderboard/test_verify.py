@@ -19,8 +19,8 @@ from django.core.management.base import CommandError
 from django.db.models import F
 
 from apps.chain import outbox
-from apps.chain.models import OutboxItem
 from apps.chain.evidence import EvidenceCorrupt, LocalBlobStore
+from apps.chain.models import Context, OutboxItem
 from apps.chain.ledger import Ledger
 from apps.chain.submitter import Submitter
 from apps.leaderboard import entries, verify
@@ -318,6 +318,18 @@ def test_a_visitor_verifies_a_live_site_with_only_a_node_and_the_addresses(board
     report, = json.loads(run.stdout)["boards"]
     assert [(r["model_id"], c["column"]) for r in report["rows"] for c in r["cells"] if not c["equal"]] == \
         [(w["alpha"], "ra")]
+
+    # A board the site serves for a context the chain never had: found through the site's board list.
+    invented = "0x" + "fe" * 32
+    Context.objects.create(context_id=invented, name="invented", block_number=1)
+    BoardEntry.objects.create(model_id=w["alpha"], context_id=invented, name="alpha", ra=1, rh=1, r=1, n_auto=9,
+                              n_human=0, block_number=1)
+    entries.bump()
+    run = visitor("--json")
+    assert run.returncode == 1, run.stdout + run.stderr
+    listed = {b["context_id"]: b for b in json.loads(run.stdout)["boards"]}
+    assert listed[invented]["chain_name"] is None and listed[invented]["served_name"] == "invented"
+    assert not listed[invented]["ok"]
 
     run = visitor("--rpc", "http://127.0.0.1:9")  # the later --rpc wins: a node that is not there
     assert run.returncode == 2 and "cannot reach the node" in run.stderr, run.stderr
