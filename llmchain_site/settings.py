@@ -87,6 +87,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Rendered boards are cached per process, keyed by the boards' version (apps/leaderboard/boards.py):
+# 21 boards x 7 sort columns x 2 directions x page/table/JSON/CSV views is ~1,200 keys, above
+# LocMemCache's default of 300, which would evict them round-robin under load.
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "llmchain",
+                      "OPTIONS": {"MAX_ENTRIES": int(os.environ.get("LLMCHAIN_CACHE_ENTRIES", "5000"))}}}
+
 REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:
     CHANNEL_LAYERS = {

@@ -24,7 +24,8 @@ CURSOR_PREFIX = "ledger:"
 INDEXED_TABLES = (ReputationChange, Reputation, Interaction, LedgerModel, Context, Registration)
 
 # Sent inside the transaction that folds a chunk: pairs = {(model_id, context_id)} whose REP moved,
-# models = {model_id} whose metadata CID changed. Receivers keep derived tables in step.
+# models = {model_id} whose metadata CID changed, contexts = {context_id} added. Receivers keep
+# derived tables in step.
 folded = Signal()
 cleared = Signal()  # sent inside reset(): derived tables forget their rows too
 
@@ -114,9 +115,10 @@ def fold(events: list[dict]) -> None:
         Interaction.objects.filter(interaction_id__in=iids).update(reputation_tx=tx)
     ReputationChange.objects.bulk_create(changes, ignore_conflicts=True, batch_size=500)
     _upsert_reputations(reps)
-    if reps or metadata:
+    new_contexts = {hex32(e["args"]["contextId"]) for e in events if e["event"] == "ContextAdded"}
+    if reps or metadata or new_contexts:
         # Within the chunk's transaction: tables derived from these rows (the boards) follow.
-        folded.send(sender=fold, pairs=set(reps), models=set(metadata))
+        folded.send(sender=fold, pairs=set(reps), models=set(metadata), contexts=new_contexts)
 
 
 def _upsert_reputations(reps: dict[tuple[str, str], dict]) -> None:

@@ -191,7 +191,7 @@ def build_board(context_id: str | None, sort: str | None = None, direction: str 
     context_id = parse_context_id(context_id)
     sort, direction = parse_sort(sort, direction, strict=strict)
     name = context_name(context_id)
-    rows = [BoardRow.from_entry(e) for e in BoardEntry.objects.filter(context_id=context_id)]
+    rows = [BoardRow.from_entry(e) for e in BoardEntry.objects.filter(context_id=context_id).defer("history")]
     minimum = min_evaluations()
     ranked, provisional = rank_rows(rows, sort, direction, minimum)
     return Board(context_id=context_id, context_name=name, sort=sort, direction=direction, min_evaluations=minimum,
@@ -229,9 +229,10 @@ CACHE_SECONDS = 300
 
 
 def cached(kind: str, context_id: str, sort: str, direction: str, produce):
-    """`produce()` for this board view, cached under the boards' version: any change the indexer
-    folds bumps the version, so a cached board is never staler than the table it was made from."""
-    version = entries.version()
+    """`produce()` for this board view, cached under the board's version: every change the indexer
+    folds into a board moves its version (entries.bump), so a cached board is never staler than the
+    table it was made from."""
+    version = entries.version(context_id or None)
     if not version:
         return produce()
     key = f"board:{version}:{min_evaluations()}:{kind}:{context_id}:{sort}:{direction}"

@@ -88,12 +88,15 @@ def entry_for(model_id: str, context_id: str, name: str) -> BoardEntry | None:
                       spark=s.spark, history=s.history, band_lo=s.band_lo, band_hi=s.band_hi, band_n=s.band_n)
 
 
-def refresh(pairs: set[tuple[str, str]], models: set[str] = frozenset()) -> int:
-    """Recompute the entries of `pairs`, and the names of `models` everywhere; returns entries written."""
+def refresh(pairs: set[tuple[str, str]], models: set[str] = frozenset(), contexts: set[str] = frozenset()) -> int:
+    """Recompute the entries of `pairs`, and the names of `models` everywhere; returns entries written.
+    `contexts`: contexts just added (every board lists them: all boards' versions move)."""
     pairs = set(pairs)
     if models:
         pairs |= set(Reputation.objects.filter(model_id__in=models).values_list("model_id", "context_id"))
         pairs |= set(BoardEntry.objects.filter(model_id__in=models).values_list("model_id", "context_id"))
+    if contexts:
+        bump()
     if not pairs:
         return 0
     names = model_names({m for m, _ in pairs})
@@ -101,7 +104,7 @@ def refresh(pairs: set[tuple[str, str]], models: set[str] = frozenset()) -> int:
     with transaction.atomic():
         BoardEntry.objects.bulk_create(rows, batch_size=500, update_conflicts=True,
                                        unique_fields=["context_id", "model_id"], update_fields=ENTRY_FIELDS)
-        bump()
+        bump({c for _, c in pairs})
     return len(rows)
 
 
@@ -110,7 +113,8 @@ def rebuild() -> int:
     pairs = set(Reputation.objects.values_list("model_id", "context_id"))
     with transaction.atomic():
         BoardEntry.objects.all().delete()
-        return refresh(pairs) if pairs else (bump() or 0)
+        bump()
+        return refresh(pairs) if pairs else 0
 
 
 def clear() -> None:
@@ -118,20 +122,30 @@ def clear() -> None:
     bump()
 
 
-def bump() -> None:
-    """A new version for the boards' caches. A new row starts from the clock, so a version number is
-    never reused after the table is emptied (a cache would otherwise serve a board from before)."""
-    if not BoardState.objects.filter(pk=1).update(version=F("version") + 1):
-        BoardState.objects.get_or_create(pk=1, defaults={"version": time.time_ns() // 1000})
+def bump(contexts: set[str] | None = None) -> None:
+    """New versions for the boards' caches: of these contexts' boards, or of every board (None).
+    A new row starts from the clock, so a version is never reused after the table is emptied (a
+    cache would otherwise serve a board from before)."""
+    scopes = [BoardState.ALL] if contexts is None else sorted(contexts)
+    if contexts is not None:  # the "*" row must exist for anything to be cached
+        BoardState.objects.get_or_create(scope=BoardState.ALL, defaults={"version": time.time_ns() // 1000})
+    for scope in scopes:
+        if not BoardState.objects.filter(scope=scope).update(version=F("version") + 1):
+            BoardState.objects.get_or_create(scope=scope, defaults={"version": time.time_ns() // 1000})
 
 
-def version() -> int:
-    """The boards' current version; 0 when nothing has ever been derived (then nothing is cached)."""
-    return BoardState.objects.filter(pk=1).values_list("version", flat=True).first() or 0
+def version(context_id: str | None = None) -> str:
+    """The version a cached board of `context_id` is keyed by ("" when nothing was ever derived: then
+    nothing is cached)."""
+    scopes = [BoardState.ALL] + ([context_id] if context_id else [])
+    found = dict(BoardState.objects.filter(scope__in=scopes).values_list("scope", "version"))
+    if BoardState.ALL not in found:
+        return ""
+    return ".".join(str(found.get(s, 0)) for s in scopes)
 
 
-def on_folded(sender, pairs=(), models=(), **kwargs) -> None:
-    refresh(set(pairs), set(models))
+def on_folded(sender, pairs=(), models=(), contexts=(), **kwargs) -> None:
+    refresh(set(pairs), set(models), set(contexts))
 
 
 def on_cleared(sender, **kwargs) -> None:

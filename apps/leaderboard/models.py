@@ -36,6 +36,11 @@ class BoardEntry(models.Model):
 
 
 class BoardState(models.Model):
-    """A single row: bumped whenever any entry changes, so rendered boards can be cached by it."""
+    """Versions of the boards, for their caches: scope "*" moves when every board may have changed (a
+    new context, a reset), a context id's row when that board's entries changed. A rendered board is
+    cached under both, so an evaluation re-renders its context's board and the global one only."""
 
+    ALL = "*"
+
+    scope = models.CharField(max_length=66, unique=True, default=ALL)
     version = models.BigIntegerField(default=0)

@@ -234,3 +234,23 @@ def test_the_index_lists_every_board_global_first(client, board_data):
     math = data["boards"][2]
     assert math["context_id"] == CTX and math["url"] == f"/api/boards/{CTX}" and math["csv_url"].endswith(".csv")
     assert client.get(math["url"]).status_code == 200
+
+
+def test_a_cached_board_moves_with_its_own_version_only(client, board_data):
+    other = "0x" + "cd" * 32
+    Context.objects.create(context_id=other, name="coding", block_number=2)
+    rep(7, 0.4, context=other, name="zulu")
+    entries.bump()  # what the indexer does once it has derived entries
+
+    def page(ctx):
+        return client.get("/", {"context": ctx}).content.decode()
+
+    assert ">alpha<" in page(CTX) and ">zulu<" in page(other)
+    # Rows changed behind the indexer's back are not seen until their board's version moves.
+    BoardEntry.objects.filter(context_id=CTX, model_id=mid(1)).update(name="alpha2")
+    BoardEntry.objects.filter(context_id=other).update(name="zulu2")
+    assert ">alpha<" in page(CTX) and ">zulu<" in page(other), "served from the cache"
+    entries.bump({CTX})  # an evaluation in CTX
+    assert ">alpha2<" in page(CTX) and ">zulu<" in page(other), "only the moved board is re-rendered"
+    entries.bump()  # e.g. a new context: every board
+    assert ">zulu2<" in page(other)
