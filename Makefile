@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: install browser run test bench-chain clean
+.PHONY: install browser run test bench-chain bench-boards clean
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ test: install
 
 bench-chain: install
 	$(PY) manage.py bench chain
+
+# Fills var/bench-boards/ on its first run (minutes), reuses it afterwards.
+bench-boards: install
+	$(PY) manage.py bench boards
 
 clean:
 	rm -rf var staticfiles .pytest_cache .hypothesis

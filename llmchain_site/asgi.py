@@ -11,10 +11,11 @@ from channels.routing import ChannelNameRouter, ProtocolTypeRouter, URLRouter  #
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from apps.chat.routing import websocket_urlpatterns  # noqa: E402
+from apps.leaderboard.fastpath import BoardResponseCache  # noqa: E402
 from apps.oracle.consumers import CHANNEL, OracleWakeConsumer  # noqa: E402
 
 application = ProtocolTypeRouter({
-    "http": django_asgi_app,
+    "http": BoardResponseCache(django_asgi_app),
     "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     "channel": ChannelNameRouter({CHANNEL: OracleWakeConsumer.as_asgi()}),
 })

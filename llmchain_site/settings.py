@@ -93,6 +93,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "llmchain",
                       "OPTIONS": {"MAX_ENTRIES": int(os.environ.get("LLMCHAIN_CACHE_ENTRIES", "5000"))}}}
 
+# Anonymous board reads answered from a versioned response cache in front of Django (apps/leaderboard/fastpath.py).
+LLMCHAIN_BOARD_FASTPATH = os.environ.get("LLMCHAIN_BOARD_FASTPATH", "1") != "0"
+
 REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:
     CHANNEL_LAYERS = {

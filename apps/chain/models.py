@@ -158,6 +158,10 @@ class Interaction(models.Model):
     human_tx = models.CharField(max_length=66, blank=True)
     reputation_tx = models.CharField(max_length=66, blank=True)
 
+    class Meta:
+        # The boards' refresh reads a model's rated interactions, in one context or in all of them.
+        indexes = [models.Index(fields=["model_id", "context_id"])]
+
 
 class Reputation(models.Model):
     """REP = (Ra, Rh, R) of a model in a context, as last emitted by the contract."""

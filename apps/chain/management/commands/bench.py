@@ -1,4 +1,4 @@
-"""python manage.py bench {chain,scoring} [...]: benchmarks; each prints, as its last line, one JSON object
+"""python manage.py bench {chain,scoring,boards} [...]: benchmarks; each prints, as its last line, one JSON object
 with its headline figures."""
 
 from __future__ import annotations
@@ -42,6 +42,35 @@ project_pairs_per_s, ratio, max_abs_diff.
 """
 
 
+BOARDS_HELP = """\
+Fill a scratch database with MODELS x CONTEXTS pairs and EVALUATIONS autoEval interactions
+(synthetic, generated in bulk through the contract's Python mirror, not through a node: about
+90 % with a reference, 10 % also rated by their user with humEval + updateReputation), derive the
+boards' table with entries.rebuild() as the indexer would, then serve the site with daphne
+(llmchain_site.asgi, DEBUG off; SERVERS processes sharing one listening socket on loopback) and
+measure the board page (/?context=ID&sort=..&dir=..) and the board API (/api/boards/ID?sort=..)
+over random contexts (the global one and every context) and sorts, under closed-loop load from
+CLIENTS concurrent keep-alive connections (a separate process). Every board view is served a
+few times first, then a warm-up; the figures cover the measured DURATION only: p50/p95/p99
+latency and requests per second per kind (page, api, all), and the machine's CPU use in that
+window. Before the load, every board served by the API is compared with build_board on the
+same database, and one board is timed recomputed from the raw ReputationChange rows. In the
+same run the same load is measured with the boards' cache bypassed (a DummyCache) as the
+baseline (--skip-baseline skips it). Target: p95 under 50 ms at 50 clients. Fails (non-zero
+exit) on any non-200 response or a served board that differs from build_board. The last line
+is one JSON object: p50_ms, p95_ms, p99_ms, rps, clients, evaluations, and more (baseline,
+recompute_ms, setup_s, machine).
+
+Database: never this command's own. The bench works in a folder (--dir, default
+VAR_DIR/bench-boards): a scratch SQLite file boards.sqlite3 that it creates, migrates and fills
+(DATABASE_URL set for its child processes), boards.json recording what it was filled with,
+bench-ipfs/ (the models' metadata records), logs/ and served/. A database filled with the same
+parameters under the same migrations is reused (the fill of 1,000,000 evaluations takes
+minutes); --refill regenerates it. A boards.sqlite3 without boards.json beside it is refused. Setup is timed and printed, never part of the figures. DATABASE_CONN_MAX_AGE and the other
+settings' variables pass through to the servers as they are.
+"""
+
+
 def int_list(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
@@ -58,7 +87,8 @@ def name_list(text: str) -> list[str]:
 
 class Command(BaseCommand):
     help = ("Benchmarks. `bench chain`: ledger throughput and latency (see `bench chain --help`); "
-            "`bench scoring`: the oracle's BERTScore scorer against plain bert_score.")
+            "`bench scoring`: the oracle's BERTScore scorer against plain bert_score; "
+            "`bench boards`: the board page and API under concurrent load (see `bench boards --help`).")
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)
@@ -98,11 +128,61 @@ class Command(BaseCommand):
                        help="timed runs per side, interleaved A B / B A; figures are means (default 1)")
         s.add_argument("--threads", type=int, default=None, help="torch threads for both sides (default: torch's)")
 
+        b = sub.add_parser("boards", help="the board page and API under concurrent load, cached and not",
+                           description=BOARDS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+        b.add_argument("--models", type=int, default=100, help="models (default 100)")
+        b.add_argument("--contexts", type=int, default=20, help="contexts besides the global one (default 20)")
+        b.add_argument("--evaluations", type=int, default=1_000_000,
+                       help="autoEval interactions (default 1000000)")
+        b.add_argument("--clients", type=int, default=50, help="concurrent keep-alive clients (default 50)")
+        b.add_argument("--duration", type=float, default=20, help="measured seconds per configuration (default 20)")
+        b.add_argument("--warmup", type=float, default=5, help="seconds of unmeasured load first (default 5)")
+        b.add_argument("--servers", type=int, default=2,
+                       help="daphne processes sharing the listening socket (default 2)")
+        b.add_argument("--seed", type=int, default=0, help="seed of the synthetic history and the load (default 0)")
+        b.add_argument("--dir", dest="folder", type=Path, default=None,
+                       help="the bench's folder (default VAR_DIR/bench-boards)")
+        b.add_argument("--refill", action="store_true", help="regenerate the scratch database even if it matches")
+        b.add_argument("--skip-baseline", action="store_true", help="measure only the cached configuration")
+        # The steps the bench runs in its child processes (not for direct use).
+        b.add_argument("--phase", choices=["fill", "check", "load"], default=None, help=argparse.SUPPRESS)
+        b.add_argument("--port", type=int, default=None, help=argparse.SUPPRESS)
+        b.add_argument("--spec", type=Path, default=None, help=argparse.SUPPRESS)
+
     def handle(self, *args, action, **opts):
         try:
             getattr(self, f"do_{action}")(**opts)
         except (ChainError, NodeError, ValueError, RuntimeError) as exc:
             raise CommandError(str(exc)) from exc
+
+    def do_boards(self, models=100, contexts=20, evaluations=1_000_000, clients=50, duration=20, warmup=5, servers=2,
+                  seed=0, folder=None, refill=False, skip_baseline=False, phase=None, port=None, spec=None, **_):
+        from apps.leaderboard.bench import BoardsBenchConfig, run_boards_bench, run_phase
+
+        def out(line: str) -> None:
+            self.stdout.write(line)
+            self.stdout.flush()
+
+        if phase:
+            self.stdout.write(json.dumps(run_phase(phase, Path(folder), out, port=port, spec=spec)))
+            return
+        if min(models, contexts, evaluations, clients, servers) < 1 or duration <= 0 or warmup < 0:
+            raise CommandError("--models, --contexts, --evaluations, --clients and --servers must be at least 1, "
+                               "--duration positive")
+        config = BoardsBenchConfig(models=models, contexts=contexts, evaluations=evaluations, clients=clients,
+                                   duration=duration, warmup=warmup, servers=servers, seed=seed, work_dir=folder,
+                                   refill=refill, baseline=not skip_baseline)
+        summary = run_boards_bench(config, out)  # a BoardsBenchError is a RuntimeError: handle() reports it
+        self.stdout.write(json.dumps(summary))
+        failures = []
+        baseline = summary.get("baseline", {})
+        if summary["errors"] or summary["unmeasured_errors"] or baseline.get("errors") or baseline.get(
+                "unmeasured_errors"):
+            failures.append("some requests failed (see the error lines above)")
+        if summary["boards_mismatched"]:
+            failures.append(f"{summary['boards_mismatched']} served board(s) differ from build_board")
+        if failures:
+            raise CommandError("; ".join(failures))
 
     def do_scoring(self, data=None, pairs=600, k=3, seed=0, repeat=1, threads=None, **_):
         from lib.metrics import MetricError

@@ -1,0 +1,951 @@
+"""The boards benchmark behind `python manage.py bench boards`.
+
+What it measures: the board page and the board API, served by the production server (daphne
+running `llmchain_site.asgi`, DEBUG off) from a database of `models` x `contexts` pairs and
+`evaluations` autoEval interactions, under closed-loop load from `clients` concurrent keep-alive
+HTTP/1.1 connections on loopback: p50/p95/p99 latency and requests per second, per kind of
+request (page, api) and overall. In the same run, the same load against servers whose cache is
+a DummyCache (every request builds and renders its board from BoardEntry) shows what the
+boards' cache buys, and the check step times a board recomputed from the raw ReputationChange
+rows (what serving without the precomputed table would cost per request).
+
+The data: a synthetic chain history, generated in bulk rather than through a node, but with the
+contract's exact arithmetic: every call goes through `lib.reputation.ReputationModel` (the
+Python mirror of the Reputation contract) and every ReputationUpdated event the contract would
+emit becomes a ReputationChange row (autoEval emits for (model, context) and (model, global)
+when it creates the REP or has a reference; humEval and updateReputation always emit for
+both), so `lib.boardstats` reads the histories back exactly and every band is computed. The
+rows go in with raw `executemany`, then `entries.rebuild()` derives BoardEntry as the indexer
+would.
+
+Where: everything lives in a work folder (default VAR_DIR/bench-boards): the scratch SQLite
+database (boards.sqlite3), a sidecar (boards.json) recording the parameters it was filled
+with, its IPFS store (bench-ipfs/, the models' metadata records), the servers' logs, and the
+API bodies the check compared. The command's own database is never opened. A database filled
+with the same parameters under the same migrations is reused; `refill` regenerates it.
+
+Processes: this one (the orchestrator) runs the steps that need the scratch database as
+`manage.py bench boards --phase fill|check` with DATABASE_URL pointing at it, the servers as
+`python -m daphne` on one loopback port (a SO_REUSEPORT socket each), and the load generator as
+`manage.py bench boards --phase load`: its own process, asyncio streams, every request's
+latency recorded after the warm-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import heapq
+import html
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone as dt_timezone
+from decimal import Decimal
+from pathlib import Path
+
+import httpx
+from django.conf import settings
+from django.core.management import call_command
+from django.db import connection, transaction
+from django.db.migrations.loader import MigrationLoader
+
+from apps.chain import evidence
+from apps.chain.bench import percentile
+from apps.chain.models import Context, Interaction, LedgerModel, Reputation, ReputationChange
+from lib import records
+from lib.reputation import GLOBAL_CONTEXT, GLOBAL_CONTEXT_ID, WAD, ReputationModel, minutes_since
+
+from . import boards, entries
+from .api import board_data
+from .models import BoardEntry
+
+TARGET_P95_MS = 50.0
+BLOCK_SECONDS = 2  # one call per block, a block every 2 s
+START_TIMESTAMP = 1_735_689_600  # 2025-01-01T00:00:00Z, when the synthetic users register
+HUMAN_DELAY_CALLS = (10, 3000)  # a human rates an answer this many calls after its autoEval
+BATCH_CALLS = 50_000  # autoEvals per insert transaction
+GENERATOR_VERSION = 1  # bump when the synthetic history changes: older fills are regenerated
+DB_NAME = "boards.sqlite3"
+SIDECAR = "boards.json"
+UNCACHED_SETTINGS = "bench_boards_uncached_settings"
+KINDS = ("page", "api")
+
+
+class BoardsBenchError(RuntimeError):
+    pass
+
+
+@dataclass
+class BoardsBenchConfig:
+    models: int = 100
+    contexts: int = 20
+    evaluations: int = 1_000_000  # autoEval interactions
+    human_share: float = 0.1  # of interactions, rated by their user (humEval + updateReputation)
+    reference_share: float = 0.9  # of autoEvals, scored against a reference (they move Ra)
+    users: int = 1000
+    seed: int = 0
+    clients: int = 50
+    duration: float = 20.0  # measured seconds per configuration
+    warmup: float = 5.0  # seconds of load before the measured window (after every URL was served)
+    servers: int = 2  # daphne processes sharing the listening socket
+    baseline: bool = True  # also measure with the boards' cache bypassed
+    refill: bool = False
+    work_dir: Path | None = None
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.work_dir or Path(settings.VAR_DIR) / "bench-boards").resolve()
+
+    def data_params(self) -> dict:
+        """What the database's content depends on (a sidecar with other values is refilled)."""
+        return {"models": self.models, "contexts": self.contexts, "evaluations": self.evaluations,
+                "human_share": self.human_share, "reference_share": self.reference_share, "users": self.users,
+                "seed": self.seed, "generator": GENERATOR_VERSION}
+
+
+def schema() -> list[str]:
+    """The latest migration of every app, as the code on disk has them: a database filled under
+    other migrations is filled again."""
+    return sorted(f"{app}.{name}" for app, name in MigrationLoader(None, ignore_no_migrations=True).graph.leaf_nodes())
+
+
+# --- the synthetic chain ---------------------------------------------------------------------
+
+def synthetic_id(kind: str, index: int) -> bytes:
+    return hashlib.sha256(f"llmchain-bench-boards:{kind}:{index}".encode()).digest()
+
+
+def hex32(b: bytes) -> str:
+    return "0x" + b.hex()
+
+
+def context_ids(contexts: int) -> list[str]:
+    """The synthetic contexts' ids (the global one not included): known without the database."""
+    return [hex32(synthetic_id("context", i)) for i in range(contexts)]
+
+
+def model_name(index: int) -> str:
+    return f"bench-model-{index:03d}"
+
+
+def context_name(index: int) -> str:
+    return f"bench-context-{index:02d}"
+
+
+CHANGE_COLUMNS = ("block_number", "log_index", "tx_hash", "interaction_id", "model_id", "context_id", "ra", "rh", "r",
+                  "n_auto", "n_human", "timestamp")
+INTERACTION_COLUMNS = ("interaction_id", "model_id", "context_id", "user", "has_reference", "sa", "wa",
+                       "evidence_cid", "auto_tx", "auto_block", "sh", "wh", "d_minutes", "human_tx", "reputation_tx")
+
+
+@dataclass
+class Pending:
+    """An interaction waiting for its user's rating: its Interaction row, completed on updateReputation."""
+
+    iid: bytes
+    model: bytes
+    context: bytes
+    user: str
+    row: list
+
+
+class SyntheticChain:
+    """Drives the contract's Python mirror with synthetic calls, one call per block, and collects
+    the rows the indexer would write for them: Interaction, ReputationChange and, at the end,
+    Reputation. Deterministic for a seed."""
+
+    def __init__(self, params: dict):
+        self.p = params
+        self.rnd = random.Random(params["seed"])
+        self.mirror = ReputationModel()
+        self.models = [synthetic_id("model", i) for i in range(params["models"])]
+        self.contexts = [synthetic_id("context", i) for i in range(params["contexts"])]
+        self.users = [f"0x{int.from_bytes(synthetic_id('user', i)[:20], 'big'):040x}" for i in range(params["users"])]
+        self.hex = {b: hex32(b) for b in [*self.models, *self.contexts, GLOBAL_CONTEXT]}
+        for user in self.users:
+            self.mirror.register(user, START_TIMESTAMP)
+        for ctx in self.contexts:
+            self.mirror.add_context(ctx)
+        for model in self.models:
+            self.mirror.add_model(model)
+        # Each model has a quality, each pair its own around it: the boards have an order to show.
+        rnd = self.rnd
+        base = {m: 0.3 + 0.55 * rnd.random() for m in self.models}
+        self.quality = {(m, c): min(0.97, max(0.03, base[m] + rnd.gauss(0, 0.08)))
+                        for m in self.models for c in self.contexts}
+        # Popularity: some models and contexts see more traffic than others.
+        pairs = [(m, c) for m in self.models for c in self.contexts]
+        weights = [1 / (1 + i % 37) ** 0.5 for i in range(len(pairs))]
+        rnd.shuffle(weights)
+        self.pairs, self.weights = pairs, weights
+        self.block = 0
+        self.timestamp = START_TIMESTAMP
+        self.changes: list[tuple] = []
+        self.interactions: list[list] = []
+        self.last_block: dict[tuple[bytes, bytes], int] = {}
+        self.counts = {"autoEval": 0, "with_reference": 0, "humEval": 0, "updateReputation": 0}
+
+    # -- one call per block ------------------------------------------------------------------
+    def _next_block(self) -> str:
+        self.block += 1
+        self.timestamp += BLOCK_SECONDS
+        return f"0x{self.block:064x}"  # the block's single transaction
+
+    def _emit(self, tx: str, log_index: int, iid_hex: str, model: bytes, ctx: bytes) -> None:
+        rep = self.mirror.reps[(model, ctx)]
+        self.changes.append((self.block, log_index, tx, iid_hex, self.hex[model], self.hex[ctx], rep.ra, rep.rh, rep.r,
+                             rep.n_auto, rep.n_human, self.timestamp))
+        self.last_block[(model, ctx)] = self.block
+
+    def auto_eval(self, model: bytes, ctx: bytes) -> Pending | None:
+        rnd = self.rnd
+        iid = rnd.randbytes(32)
+        iid_hex = hex32(iid)
+        user = self.users[int(rnd.random() * len(self.users))]
+        has_reference = rnd.random() < self.p["reference_share"]
+        q = self.quality[(model, ctx)]
+        sa = int(min(1.0, max(0.0, rnd.gauss(q, 0.15))) * WAD)
+        wa = int((0.5 + 0.5 * rnd.random()) * WAD)
+        existed = ((model, ctx) in self.mirror.reps, (model, GLOBAL_CONTEXT) in self.mirror.reps)
+        self.mirror.auto_eval(iid, model, ctx, user, has_reference, sa, wa)
+        tx = self._next_block()
+        log_index = 0
+        for c, had in ((ctx, existed[0]), (GLOBAL_CONTEXT, existed[1])):
+            if has_reference or not had:
+                self._emit(tx, log_index, iid_hex, model, c)
+                log_index += 1
+        self.counts["autoEval"] += 1
+        self.counts["with_reference"] += has_reference
+        row = [iid_hex, self.hex[model], self.hex[ctx], user, has_reference, sa, wa, "", tx, self.block,
+               None, None, None, "", ""]
+        if rnd.random() < self.p["human_share"]:
+            return Pending(iid, model, ctx, user, row)
+        del self.mirror.interactions[iid]  # done: the mirror need not remember it
+        self.interactions.append(row)
+        return None
+
+    def human_eval(self, it: Pending) -> None:
+        """The user's humEval, then updateReputation in the next block."""
+        rnd, mirror = self.rnd, self.mirror
+        q = self.quality[(it.model, it.context)]
+        answer = [min(5, max(1, round(1 + 4 * q + rnd.gauss(0, 0.9)))) for _ in range(3)]
+        profile = [1 + int(rnd.random() * 5) for _ in range(3)]
+        tx = self._next_block()
+        previous = mirror.last_human_eval_at.get(it.user, mirror.registered_at[it.user])
+        d_minutes = minutes_since(self.timestamp - previous)
+        mirror.hum_eval(it.iid, it.user, self.timestamp, *answer, *profile)
+        iid_hex = it.row[0]
+        self._emit(tx, 0, iid_hex, it.model, it.context)
+        self._emit(tx, 1, iid_hex, it.model, GLOBAL_CONTEXT)
+        done = mirror.interactions[it.iid]
+        it.row[10:14] = [done.sh, done.wh, d_minutes, tx]
+        tx = self._next_block()
+        mirror.update_reputation(it.iid)
+        self._emit(tx, 0, iid_hex, it.model, it.context)
+        self._emit(tx, 1, iid_hex, it.model, GLOBAL_CONTEXT)
+        it.row[14] = tx
+        del mirror.interactions[it.iid]
+        self.interactions.append(it.row)
+        self.counts["humEval"] += 1
+        self.counts["updateReputation"] += 1
+
+    def _take(self) -> tuple[list[tuple], list[list]]:
+        batch = (self.changes, self.interactions)
+        self.changes, self.interactions = [], []
+        return batch
+
+    def batches(self, batch_calls: int = BATCH_CALLS) -> Iterator[tuple[list[tuple], list[list]]]:
+        """(ReputationChange rows, Interaction rows) in chain order, about `batch_calls` autoEvals at a time.
+        Every pair gets at least one evaluation (the first pairs are each pair once, shuffled)."""
+        rnd = self.rnd
+        total = self.p["evaluations"]
+        first = list(self.pairs)
+        rnd.shuffle(first)
+        waiting: list[tuple[int, int, Pending]] = []  # (due call, sequence, interaction)
+        k = 0
+        while k < total:
+            n = min(batch_calls, total - k)
+            picks = first[k:k + n] if k < len(first) else []
+            picks += rnd.choices(self.pairs, weights=self.weights, k=n - len(picks))
+            for model, ctx in picks:
+                while waiting and waiting[0][0] <= k:
+                    self.human_eval(heapq.heappop(waiting)[2])
+                pending = self.auto_eval(model, ctx)
+                if pending is not None:
+                    heapq.heappush(waiting, (k + rnd.randint(*HUMAN_DELAY_CALLS), k, pending))
+                k += 1
+            if k >= total:
+                while waiting:
+                    self.human_eval(heapq.heappop(waiting)[2])
+            yield self._take()
+
+    def reputation_rows(self) -> list[tuple]:
+        """(model_id, context_id, ra, rh, r, n_auto, n_human, block_number) of every REP, as last emitted."""
+        return [(self.hex[m], self.hex[c], rep.ra, rep.rh, rep.r, rep.n_auto, rep.n_human, self.last_block[(m, c)])
+                for (m, c), rep in self.mirror.reps.items()]
+
+
+# --- the fill (runs against the scratch database) ------------------------------------------------
+
+def _insert(model, columns: tuple[str, ...], rows) -> None:
+    qn = connection.ops.quote_name
+    cols = ", ".join(qn(model._meta.get_field(c).column) for c in columns)
+    marks = ", ".join(["%s"] * len(columns))
+    with connection.cursor() as cursor:
+        cursor.executemany(f"INSERT INTO {qn(model._meta.db_table)} ({cols}) VALUES ({marks})", rows)
+
+
+def fill(params: dict, out: Callable[[str], None]) -> dict:
+    """Migrate the (empty) scratch database and fill it with the synthetic chain; returns counts and timings."""
+    timings = {}
+    t = time.perf_counter()
+    call_command("migrate", verbosity=0, interactive=False)
+    timings["migrate_s"] = time.perf_counter() - t
+    out(f"setup: migrated the scratch database in {timings['migrate_s']:.1f} s")
+    if ReputationChange.objects.exists() or Interaction.objects.exists():
+        raise BoardsBenchError(f"{connection.settings_dict['NAME']} already holds indexed rows")
+    if connection.vendor == "sqlite":  # a scratch file: durability does not matter while it is filled
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA synchronous=OFF")
+            cursor.execute("PRAGMA cache_size=-262144")
+
+    t = time.perf_counter()
+    chain = SyntheticChain(params)
+    store = evidence.default_store()
+    ledger_models = []
+    for i, model in enumerate(chain.models):
+        owner = f"0x{int.from_bytes(synthetic_id('owner', i)[:20], 'big'):040x}"
+        record = records.model_metadata(name=model_name(i), provider="bench", owner=owner, endpoint_kind="replay",
+                                        description="A synthetic model of `manage.py bench boards`.")
+        ledger_models.append(LedgerModel(model_id=hex32(model), owner=owner, block_number=0,
+                                         metadata_cid=store.put(records.canonical(record))))
+    LedgerModel.objects.bulk_create(ledger_models)
+    Context.objects.bulk_create([Context(context_id=hex32(c), name=context_name(i), block_number=0)
+                                 for i, c in enumerate(chain.contexts)])
+    timings["registry_s"] = time.perf_counter() - t
+
+    generate = insert = 0.0
+    changes = interactions = 0
+    batches = chain.batches()
+    while True:
+        t = time.perf_counter()
+        batch = next(batches, None)
+        generate += time.perf_counter() - t
+        if batch is None:
+            break
+        t = time.perf_counter()
+        change_rows, interaction_rows = batch
+        for row in interaction_rows:
+            if row[12] is not None:
+                row[12] = connection.ops.adapt_decimalfield_value(Decimal(row[12]), 30, 0)
+        with transaction.atomic():
+            _insert(ReputationChange, CHANGE_COLUMNS, change_rows)
+            _insert(Interaction, INTERACTION_COLUMNS, interaction_rows)
+        insert += time.perf_counter() - t
+        changes += len(change_rows)
+        interactions += len(interaction_rows)
+        out(f"setup: {interactions:,} interactions, {changes:,} ReputationChange rows "
+            f"(generate {generate:.1f} s, insert {insert:.1f} s)")
+    t = time.perf_counter()
+    now = connection.ops.adapt_datetimefield_value(datetime.fromtimestamp(chain.timestamp, tz=dt_timezone.utc))
+    with transaction.atomic():
+        _insert(Reputation, ("model_id", "context_id", "ra", "rh", "r", "n_auto", "n_human", "block_number",
+                             "updated_at"), [(*row, now) for row in chain.reputation_rows()])
+    insert += time.perf_counter() - t
+    timings["generate_s"], timings["insert_s"] = generate, insert
+
+    t = time.perf_counter()
+    written = entries.rebuild()
+    timings["rebuild_s"] = time.perf_counter() - t
+    counts = {**chain.counts, "interactions": interactions, "reputation_changes": changes,
+              "reputations": len(chain.mirror.reps), "board_entries": BoardEntry.objects.count(), "blocks": chain.block}
+    out(f"setup: entries.rebuild() wrote {written:,} board entries in {timings['rebuild_s']:.1f} s")
+    return {"counts": counts, "timings": {k: round(v, 2) for k, v in timings.items()}}
+
+
+# --- the check (runs against the scratch database, with the servers up) --------------------------
+
+def check(base_url: str, served_dir: Path, out: Callable[[str], None]) -> dict:
+    """Every context's API board as served equals `board_data(build_board(...))` of this database
+    (generated_at aside), and its page names every model; then time a board recomputed from the
+    raw ReputationChange rows (what a request would cost without the precomputed table)."""
+    served_dir.mkdir(parents=True, exist_ok=True)
+    ids = [GLOBAL_CONTEXT_ID, *Context.objects.order_by("name").values_list("context_id", flat=True)]
+    mismatched = []
+    with httpx.Client(base_url=base_url, timeout=60) as client:
+        for ctx in ids:
+            response = client.get(f"/api/boards/{ctx}")
+            (served_dir / f"{ctx}.json").write_bytes(response.content)
+            expected = json.loads(json.dumps(board_data(boards.build_board(ctx, strict=True))))
+            served = response.json() if response.status_code == 200 else {}
+            served.pop("generated_at", None)
+            expected.pop("generated_at")
+            page = client.get("/", params={"context": ctx})
+            names_shown = page.status_code == 200 and all(
+                html.escape(row["name"]) in page.text for row in expected["ranked"] + expected["provisional"])
+            if served != expected or not names_shown:
+                mismatched.append(ctx)
+    out(f"check: {len(ids) - len(mismatched)}/{len(ids)} boards served equal build_board "
+        f"(API body, and every model on the page)" + (f"; MISMATCH: {', '.join(mismatched)}" if mismatched else ""))
+
+    recompute = {}
+    for label, ctx in (("context", ids[1] if len(ids) > 1 else ids[0]), ("global", GLOBAL_CONTEXT_ID)):
+        pairs = {(m, ctx) for m in Reputation.objects.filter(context_id=ctx).values_list("model_id", flat=True)}
+        names = entries.model_names({m for m, _ in pairs})
+        t = time.perf_counter()
+        for m, c in sorted(pairs):
+            entries.entry_for(m, c, names[m])
+        recompute[f"{label}_ms"] = round((time.perf_counter() - t) * 1000, 1)
+    out(f"check: one board recomputed from the raw ReputationChange rows (what a request would cost without the "
+        f"precomputed table): a context {recompute['context_ms']:.0f} ms, the global board "
+        f"{recompute['global_ms']:.0f} ms (one request, no concurrency)")
+    return {"boards": len(ids), "mismatched": mismatched, "recompute": recompute}
+
+
+# --- the load generator (its own process) --------------------------------------------------------
+
+def request_targets(contexts: list[str]) -> list[tuple[str, str]]:
+    """(kind, path) of every board view the load picks from: the page and the API, of the global
+    board and every context, in every sort and direction."""
+    targets = []
+    for ctx in [GLOBAL_CONTEXT_ID, *contexts]:
+        for sort in boards.SORT_KEYS:
+            for direction in boards.DIRECTIONS:
+                targets.append(("page", f"/?context={ctx}&sort={sort}&dir={direction}"))
+                targets.append(("api", f"/api/boards/{ctx}?sort={sort}&dir={direction}"))
+    return targets
+
+
+class HttpError(Exception):
+    pass
+
+
+async def _read_response(reader: asyncio.StreamReader) -> tuple[int, int, bool]:
+    """(status, body bytes, connection kept alive) of one HTTP/1.1 response."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ", 2)[1])
+    headers = {}
+    for line in lines[1:]:
+        if ":" in line:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip().lower()
+    if "content-length" in headers:
+        size = int(headers["content-length"])
+        await reader.readexactly(size)
+    elif headers.get("transfer-encoding") == "chunked":
+        size = 0
+        while True:
+            chunk = int((await reader.readline()).split(b";")[0], 16)
+            if chunk == 0:
+                while (await reader.readline()) not in (b"\r\n", b""):
+                    pass
+                break
+            await reader.readexactly(chunk + 2)
+            size += chunk
+    else:
+        raise HttpError(f"status {status}: a response without Content-Length or chunked body")
+    return status, size, headers.get("connection") != "close"
+
+
+class LoadGenerator:
+    """`clients` closed-loop clients, each on its own keep-alive connection to `port`, sending the
+    next request as soon as the last response is read. First every target is requested once through
+    each of `coverage_ports` (one per server process: each renders and caches every board view),
+    then `warmup` seconds of load, then the measured window of `duration` seconds: a request counts
+    when it starts and ends inside the window."""
+
+    def __init__(self, port: int, targets: list[tuple[str, str]], clients: int, duration: float, warmup: float,
+                 coverage_ports: list[int] = (), seed: int = 0, mark: Callable[[str], None] = lambda _: None):
+        self.port = port
+        self.clients = clients
+        self.duration = duration
+        self.warmup = warmup
+        self.coverage_ports = list(coverage_ports)
+        self.rnd = random.Random(seed)
+        self.mark = mark
+        self.targets = [(kind, self._request(kind, path)) for kind, path in targets]
+        self.latencies: dict[str, list[float]] = {kind: [] for kind in KINDS}
+        self.errors: dict[str, int] = {kind: 0 for kind in KINDS}
+        self.unmeasured_errors = 0  # in the coverage pass and the warm-up
+        self.error_samples: list[str] = []
+        self.bytes = 0
+
+    def _request(self, kind: str, path: str) -> bytes:
+        accept = "text/html" if kind == "page" else "application/json"
+        return (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\nUser-Agent: llmchain-bench-boards\r\n"
+                f"Accept: {accept}\r\n\r\n").encode()
+
+    def _error(self, kind: str, what: str, counted: bool) -> None:
+        if counted:
+            self.errors[kind] += 1
+        else:
+            self.unmeasured_errors += 1
+        if len(self.error_samples) < 10:
+            self.error_samples.append(f"{kind}: {what}")
+
+    async def _client(self, queue: list[tuple[str, bytes]], phase: dict, port: int | None = None) -> None:
+        rnd = random.Random(self.rnd.random())
+        reader = writer = None
+        while True:
+            if phase["queue"] and queue:
+                kind, request = queue.pop()
+            elif phase["queue"]:
+                return  # this client's part of the coverage pass is done
+            else:
+                kind, request = self.targets[int(rnd.random() * len(self.targets))]
+            start = time.perf_counter()
+            if start >= phase["end"]:
+                break
+            try:
+                if writer is None:
+                    reader, writer = await asyncio.open_connection("127.0.0.1", port or self.port)
+                writer.write(request)
+                status, size, alive = await _read_response(reader)
+                error = None if status == 200 else f"HTTP {status}"
+            except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, HttpError, ValueError) as exc:
+                error, alive = f"{type(exc).__name__}: {exc}", False
+                size = 0
+            end = time.perf_counter()
+            counted = phase["start"] <= start and end <= phase["end"]
+            if error:
+                self._error(kind, error, counted)
+            elif counted:
+                self.latencies[kind].append((end - start) * 1000)
+                self.bytes += size
+            if not alive and writer is not None:
+                writer.close()
+                reader = writer = None
+        if writer is not None:
+            writer.close()
+
+    async def run(self) -> dict:
+        inf = float("inf")
+        phase = {"queue": True, "start": inf, "end": inf}
+        # Coverage: every target through every server's private port, a few connections each.
+        per_port = max(1, min(8, self.clients // max(1, len(self.coverage_ports))))
+        t = time.perf_counter()
+        clients = []
+        for port in self.coverage_ports:
+            work = list(self.targets)
+            self.rnd.shuffle(work)
+            clients += [self._client(work[i::per_port], phase, port) for i in range(per_port)]
+        await asyncio.gather(*clients)
+        coverage_s = time.perf_counter() - t
+        work = [t for t in self.targets for _ in self.coverage_ports]
+        phase["queue"] = False
+        loop = asyncio.get_running_loop()
+        now = time.perf_counter()
+        phase["start"], phase["end"] = now + self.warmup, now + self.warmup + self.duration
+        loop.call_later(self.warmup, self._mark_window, "start")
+        loop.call_later(self.warmup + self.duration, self._mark_window, "end")
+        await asyncio.gather(*(self._client([], phase) for _ in range(self.clients)))
+        return {"coverage_requests": len(work), "coverage_s": round(coverage_s, 2)}
+
+    def _mark_window(self, which: str) -> None:
+        if which == "start":
+            self._cpu = time.process_time()
+        else:
+            self.cpu_s = time.process_time() - self._cpu
+        self.mark(which)
+
+    def summary(self) -> dict:
+        kinds = {kind: stats(self.latencies[kind], self.errors[kind], self.duration) for kind in KINDS}
+        everything = [x for kind in KINDS for x in self.latencies[kind]]
+        kinds["all"] = stats(everything, sum(self.errors.values()), self.duration)
+        return {"kinds": kinds, "bytes": self.bytes, "unmeasured_errors": self.unmeasured_errors,
+                "error_samples": self.error_samples,
+                "loadgen_cpu_s": round(getattr(self, "cpu_s", 0.0), 2)}
+
+
+def stats(latencies: list[float], errors: int, duration: float) -> dict:
+    def q(p):
+        return round(percentile(latencies, p), 2) if latencies else None
+
+    return {"requests": len(latencies), "errors": errors, "rps": round(len(latencies) / duration, 1),
+            "p50_ms": q(50), "p95_ms": q(95), "p99_ms": q(99), "max_ms": round(max(latencies), 2) if latencies else None,
+            "mean_ms": round(sum(latencies) / len(latencies), 2) if latencies else None}
+
+
+def run_load(spec: dict, out: Callable[[str], None]) -> dict:
+    """The load phase: `spec` from the orchestrator; marks the measured window with '@window start|end' lines."""
+    gen = LoadGenerator(spec["port"], [tuple(t) for t in spec["targets"]], spec["clients"], spec["duration"],
+                        spec["warmup"], spec["coverage_ports"], seed=spec["seed"], mark=lambda w: out(f"@window {w}"))
+    info = asyncio.run(gen.run())
+    return {**info, **gen.summary()}
+
+
+# --- processes ----------------------------------------------------------------------------------
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a live process (Linux /proc), in seconds."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_cpu() -> float:
+    """Busy CPU seconds of the whole machine since boot, all cores (Linux /proc/stat)."""
+    try:
+        values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except OSError:
+        return 0.0
+    idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
+    return (sum(values) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def manage_py() -> list[str]:
+    return [sys.executable, str(Path(settings.BASE_DIR) / "manage.py")]
+
+
+def listening_socket(port: int = 0, *, reuse_port: bool = False) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(1024)
+    return sock
+
+
+class ServerPool:
+    """`count` daphne processes serving llmchain_site.asgi on one loopback port.
+
+    Each process listens on its own SO_REUSEPORT socket bound to that port, so the kernel spreads
+    the keep-alive connections evenly over them (one shared accept queue lets whichever process
+    wakes first take most of them), and on a private port of its own, through which the load
+    generator serves every board view once by every process before measuring."""
+
+    def __init__(self, count: int, env: dict, log_dir: Path, label: str):
+        self.count = count
+        self.env = env
+        self.log_dir = log_dir
+        self.label = label
+        self.procs: list[subprocess.Popen] = []
+        self.logs: list[Path] = []
+        self.sockets: list[socket.socket] = []
+        self.port = 0
+        self.private_ports: list[int] = []
+
+    def start(self, timeout: float = 90) -> "ServerPool":
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            for i in range(self.count):
+                shared = listening_socket(self.port, reuse_port=True)
+                self.port = shared.getsockname()[1]
+                private = listening_socket()
+                self.sockets += [shared, private]
+                self.private_ports.append(private.getsockname()[1])
+                fds = (shared.fileno(), private.fileno())
+                log = self.log_dir / f"daphne-{self.label}-{i + 1}.log"
+                with log.open("wb") as f:
+                    self.procs.append(subprocess.Popen(
+                        [sys.executable, "-m", "daphne", "--fd", str(fds[0]), "-e", f"fd:fileno={fds[1]}",
+                         "llmchain_site.asgi:application"],
+                        cwd=settings.BASE_DIR, env=self.env, stdout=f, stderr=subprocess.STDOUT, pass_fds=fds))
+                self.logs.append(log)
+            deadline = time.monotonic() + timeout
+            waiting = set(range(self.count))
+            while waiting:
+                for i in list(waiting):
+                    if self.procs[i].poll() is not None:
+                        raise BoardsBenchError(f"daphne exited with {self.procs[i].returncode}:\n"
+                                               f"{self.logs[i].read_text(errors='replace')[-3000:]}")
+                    try:  # a malformed context id: answered (400) without touching the database
+                        httpx.get(f"http://127.0.0.1:{self.private_ports[i]}/api/boards/0x", timeout=5)
+                        waiting.discard(i)
+                    except httpx.HTTPError:
+                        pass
+                if time.monotonic() > deadline:
+                    raise BoardsBenchError(f"daphne did not answer within {timeout:.0f} s (logs in {self.log_dir})")
+                time.sleep(0.2)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def cpu(self) -> float:
+        return sum(cpu_seconds(p.pid) for p in self.procs)
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.procs = []
+        for sock in self.sockets:
+            sock.close()
+        self.sockets = []
+
+
+# --- the orchestrator ----------------------------------------------------------------------------
+
+@dataclass
+class Measurement:
+    label: str
+    servers: int
+    summary: dict
+    window_cpu: dict = field(default_factory=dict)
+
+    @property
+    def all(self) -> dict:
+        return self.summary["kinds"]["all"]
+
+    @property
+    def errors(self) -> int:
+        return self.all["errors"]
+
+    @property
+    def unmeasured_errors(self) -> int:
+        return self.summary["unmeasured_errors"]
+
+
+class BoardsBench:
+    def __init__(self, config: BoardsBenchConfig, out: Callable[[str], None] = print):
+        self.cfg = config
+        self.out = out
+        self.folder = config.folder
+        self.db = self.folder / DB_NAME
+        self.sidecar = self.folder / SIDECAR
+
+    # -- environment of the processes that see the scratch database -------------------------------
+    def env(self, *, cached: bool = True) -> dict:
+        env = {**os.environ, "DATABASE_URL": f"sqlite:///{self.db}", "LLMCHAIN_IPFS_BACKEND": "local",
+               "LLMCHAIN_IPFS_DIR": str(self.folder / "bench-ipfs"), "DEBUG": "0", "PYTHONUNBUFFERED": "1",
+               "DJANGO_SETTINGS_MODULE": "llmchain_site.settings"}
+        if not cached:
+            # The same site with a DummyCache: every request builds and renders its board.
+            env["DJANGO_SETTINGS_MODULE"] = UNCACHED_SETTINGS
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.folder), os.environ.get("PYTHONPATH")) if p)
+        return env
+
+    def phase(self, name: str, env: dict, on_line: Callable[[str], None] | None = None, **extra) -> dict:
+        """Run `manage.py bench boards --phase NAME`, relaying its lines; returns its last line's JSON."""
+        args = [*manage_py(), "bench", "boards", "--phase", name, "--dir", str(self.folder)]
+        for key, value in extra.items():
+            args += [f"--{key.replace('_', '-')}", str(value)]
+        proc = subprocess.Popen(args, cwd=settings.BASE_DIR, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, bufsize=1)
+        last = ""
+        tail: list[str] = []
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            tail = (tail + [line])[-40:]
+            if line.startswith("{"):
+                last = line
+            elif line.startswith("@") and on_line:
+                on_line(line)
+            elif line:
+                self.out(line)
+        if proc.wait() != 0 or not last:
+            raise BoardsBenchError(f"the {name} phase failed (exit {proc.returncode}):\n" + "\n".join(tail))
+        return json.loads(last)
+
+    # -- data ---------------------------------------------------------------------------------------
+    def ensure_data(self) -> dict:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        params = {**self.cfg.data_params(), "schema": schema()}
+        recorded = json.loads(self.sidecar.read_text()) if self.sidecar.exists() else None
+        if self.db.exists() and recorded is None:
+            raise BoardsBenchError(f"{self.db} exists but has no {SIDECAR} beside it: not a database this bench "
+                                   f"filled. Remove it or choose another --dir.")
+        if recorded and recorded["params"] == params and self.db.exists() and not self.cfg.refill:
+            t = recorded["timings"]
+            self.out(f"setup: reusing {self.db} (filled {recorded['filled_at']}: generate {t['generate_s']:.0f} s, "
+                     f"insert {t['insert_s']:.0f} s, rebuild {t['rebuild_s']:.0f} s; --refill regenerates it)")
+            return recorded
+        if recorded and recorded["params"].get("schema") != params["schema"] and not self.cfg.refill:
+            self.out("setup: the migrations changed since the scratch database was filled: filling it again")
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{self.db}{suffix}").unlink(missing_ok=True)
+        self.sidecar.unlink(missing_ok=True)
+        (self.folder / "params.json").write_text(json.dumps(params))
+        self.out(f"setup: filling {self.db} with {self.cfg.models} models x {self.cfg.contexts} contexts, "
+                 f"{self.cfg.evaluations:,} autoEval interactions ({self.cfg.human_share:.0%} also rated by their "
+                 f"user: humEval + updateReputation), through the contract's Python mirror")
+        t = time.perf_counter()
+        result = self.phase("fill", self.env())
+        recorded = {"params": params, "filled_at": datetime.now(dt_timezone.utc).isoformat(timespec="seconds"),
+                    "counts": result["counts"], "timings": {**result["timings"],
+                                                            "total_s": round(time.perf_counter() - t, 1)}}
+        self.sidecar.write_text(json.dumps(recorded, indent=1))
+        c, t = recorded["counts"], recorded["timings"]
+        self.out(f"setup: {c['interactions']:,} interactions ({c['with_reference']:,} with reference, "
+                 f"{c['humEval']:,} rated), {c['reputation_changes']:,} ReputationChange rows in {c['blocks']:,} "
+                 f"blocks, {c['board_entries']:,} board entries; migrate {t['migrate_s']:.1f} s, generate "
+                 f"{t['generate_s']:.1f} s, insert {t['insert_s']:.1f} s, rebuild {t['rebuild_s']:.1f} s, "
+                 f"total {t['total_s']:.0f} s")
+        return recorded
+
+    # -- load -----------------------------------------------------------------------------------------
+    def measure(self, pool: ServerPool, label: str, cached: bool) -> Measurement:
+        cfg = self.cfg
+        spec = {"port": pool.port, "targets": request_targets(context_ids(cfg.contexts)), "clients": cfg.clients,
+                "duration": cfg.duration, "warmup": cfg.warmup, "seed": cfg.seed,
+                # Without a cache there is nothing to fill: the warm-up alone.
+                "coverage_ports": pool.private_ports if cached else []}
+        spec_file = self.folder / "load.json"
+        spec_file.write_text(json.dumps(spec))
+        marks: dict[str, tuple] = {}
+
+        def on_line(line: str) -> None:
+            if line.startswith("@window "):
+                marks[line.split()[1]] = (pool.cpu(), machine_busy_cpu(), time.perf_counter())
+
+        first = ("every one once by each server first, then " if spec["coverage_ports"] else "")
+        self.out(f"load: {label}: {cfg.clients} clients, {len(spec['targets'])} URLs; {first}{cfg.warmup:g} s "
+                 f"warm-up and {cfg.duration:g} s measured ...")
+        summary = self.phase("load", self.env(), on_line=on_line, spec=spec_file)
+        window = {}
+        if "start" in marks and "end" in marks:
+            (s0, b0, w0), (s1, b1, w1) = marks["start"], marks["end"]
+            elapsed = w1 - w0
+            busy = b1 - b0
+            servers = s1 - s0
+            loadgen = summary["loadgen_cpu_s"]
+            window = {"cores": os.cpu_count(), "busy_cores": round(busy / elapsed, 2),
+                      "server_cores": round(servers / elapsed, 2), "loadgen_cores": round(loadgen / elapsed, 2),
+                      "other_cores": round(max(0.0, busy - servers - loadgen) / elapsed, 2),
+                      "loadavg_1m": round(os.getloadavg()[0], 2)}
+        return Measurement(label, pool.count, summary, window)
+
+    def serve_and_measure(self, label: str, cached: bool, contexts_check: bool) -> tuple[Measurement, dict | None]:
+        pool = ServerPool(self.cfg.servers, self.env(cached=cached), self.folder / "logs", label.split()[0])
+        try:
+            t = time.perf_counter()
+            pool.start()
+            self.out(f"servers: {pool.count} daphne process(es) on {pool.url} ({label}, DEBUG off), up in "
+                     f"{time.perf_counter() - t:.1f} s")
+            checked = self.phase("check", self.env(), port=pool.port) if contexts_check else None
+            return self.measure(pool, label, cached), checked
+        finally:
+            pool.stop()
+
+    # -- the run ------------------------------------------------------------------------------------
+    def run(self) -> dict:
+        cfg = self.cfg
+        started = time.perf_counter()
+        data = self.ensure_data()
+        (self.folder / f"{UNCACHED_SETTINGS}.py").write_text(
+            '"""The site as configured, with a DummyCache: written by `manage.py bench boards`."""\n'
+            "from llmchain_site.settings import *  # noqa: F401,F403\n\n"
+            'CACHES = {"default": {"BACKEND": "django.core.cache.backends.dummy.DummyCache"}}\n'
+            "LLMCHAIN_BOARD_FASTPATH = False\n")
+        self.note_cache_size()
+        cached, checked = self.serve_and_measure("cached (the site as configured)", True, True)
+        self.print_measurement(cached)
+        baseline = None
+        if cfg.baseline:
+            baseline, _ = self.serve_and_measure("uncached (baseline: no response cache, DummyCache)", False, False)
+            self.print_measurement(baseline)
+        summary = self.summary(data, cached, baseline, checked, time.perf_counter() - started)
+        self.print_footer(summary)
+        return summary
+
+    # -- report -------------------------------------------------------------------------------------
+    def note_cache_size(self) -> None:
+        """Say so when each server's cache cannot hold every board view the load asks for."""
+        views = len(request_targets(context_ids(self.cfg.contexts)))
+        cache = settings.CACHES.get("default", {})
+        backend = cache.get("BACKEND", "")
+        entries_max = cache.get("OPTIONS", {}).get("MAX_ENTRIES", 300)  # Django's default
+        if backend.endswith(("LocMemCache", "FileBasedCache")) and entries_max < views:
+            self.out(f"note: the site's cache ({backend.rsplit('.', 1)[-1]}, MAX_ENTRIES {entries_max} per process) "
+                     f"holds fewer entries than the {views} board views this load asks each server for: evicted "
+                     f"views are built and rendered again")
+
+    def print_measurement(self, m: Measurement) -> None:
+        self.out(f"{m.label}: {m.servers} daphne process(es), {self.cfg.clients} clients, {self.cfg.duration:g} s")
+        self.out(f"  {'kind':<5} {'requests':>9} {'rps':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8} "
+                 f"{'errors':>6}")
+        for kind in (*KINDS, "all"):
+            s = m.summary["kinds"][kind]
+
+            def f(x):
+                return f"{x:>8.1f}" if x is not None else f"{'-':>8}"
+            self.out(f"  {kind:<5} {s['requests']:>9,} {s['rps']:>8.1f} {f(s['p50_ms'])} {f(s['p95_ms'])} "
+                     f"{f(s['p99_ms'])} {f(s['max_ms'])} {s['errors']:>6}")
+        w = m.window_cpu
+        if w:
+            self.out(f"  machine during the window: {w['busy_cores']:.2f} of {w['cores']} cores busy (servers "
+                     f"{w['server_cores']:.2f}, load generator {w['loadgen_cores']:.2f}, other processes "
+                     f"{w['other_cores']:.2f}); load average {w['loadavg_1m']:.2f}")
+        if m.summary["coverage_requests"]:
+            self.out(f"  before the window: every board view once by each server ({m.summary['coverage_requests']:,} "
+                     f"requests, {m.summary['coverage_s']:.0f} s), then the warm-up")
+        if m.unmeasured_errors:
+            self.out(f"  {m.unmeasured_errors} failed request(s) before the measured window")
+        for sample in m.summary["error_samples"]:
+            self.out(f"  error: {sample}")
+
+    def summary(self, data: dict, cached: Measurement, baseline: Measurement | None, checked: dict,
+                elapsed: float) -> dict:
+        cfg, a = self.cfg, cached.all
+        headline = {"p50_ms": a["p50_ms"], "p95_ms": a["p95_ms"], "p99_ms": a["p99_ms"], "rps": a["rps"],
+                    "clients": cfg.clients, "evaluations": data["counts"]["interactions"],
+                    "models": cfg.models, "contexts": cfg.contexts, "servers": cfg.servers,
+                    "duration_s": cfg.duration, "requests": a["requests"], "errors": cached.errors,
+                    "unmeasured_errors": cached.unmeasured_errors,
+                    "target_p95_ms": TARGET_P95_MS,
+                    "meets_target": a["p95_ms"] is not None and a["p95_ms"] < TARGET_P95_MS,
+                    "kinds": {k: {x: cached.summary["kinds"][k][x] for x in ("rps", "p50_ms", "p95_ms", "p99_ms")}
+                              for k in KINDS},
+                    "machine": cached.window_cpu,
+                    "boards_checked": checked["boards"], "boards_mismatched": len(checked["mismatched"]),
+                    "recompute_ms": checked["recompute"],
+                    "board_entries": data["counts"]["board_entries"],
+                    "reputation_changes": data["counts"]["reputation_changes"],
+                    "setup_s": data["timings"], "elapsed_s": round(elapsed, 1)}
+        if baseline is not None:
+            b = baseline.all
+            headline["baseline"] = {"p50_ms": b["p50_ms"], "p95_ms": b["p95_ms"], "p99_ms": b["p99_ms"],
+                                    "rps": b["rps"], "errors": baseline.errors,
+                                    "unmeasured_errors": baseline.unmeasured_errors, "machine": baseline.window_cpu}
+            headline["cache_rps_ratio"] = round(a["rps"] / b["rps"], 1) if b["rps"] else None
+        return headline
+
+    def print_footer(self, summary: dict) -> None:
+        verdict = "meets" if summary["meets_target"] else "MISSES"
+        line = (f"boards: p95 {summary['p95_ms']} ms at {summary['clients']} clients, {summary['rps']:.0f} requests/s "
+                f"({verdict} the {TARGET_P95_MS:.0f} ms target)")
+        if "baseline" in summary:
+            b = summary["baseline"]
+            line += (f"; without the cache p95 {b['p95_ms']} ms, {b['rps']:.0f} requests/s "
+                     f"(the cache: x{summary['cache_rps_ratio']} throughput)")
+        self.out(line)
+        self.out(f"total {summary['elapsed_s']:.0f} s")
+
+
+def run_boards_bench(config: BoardsBenchConfig, out: Callable[[str], None] = print) -> dict:
+    return BoardsBench(config, out).run()
+
+
+def run_phase(name: str, folder: Path, out: Callable[[str], None], *, port: int | None = None,
+              spec: Path | None = None) -> dict:
+    """One step run by the orchestrator in a child process (see the module docstring)."""
+    if name == "fill":
+        return fill(json.loads((folder / "params.json").read_text()), out)
+    if name == "check":
+        return check(f"http://127.0.0.1:{port}", folder / "served", out)
+    if name == "load":
+        return run_load(json.loads(Path(spec).read_text()), out)
+    raise BoardsBenchError(f"unknown phase {name!r}")
+

@@ -1,0 +1,119 @@
+"""A versioned response cache in front of Django for anonymous board reads.
+
+Under ASGI, Django runs each sync middleware hook and the view in a worker thread: a cached board
+still costs ~16 thread hand-offs, 5-9 ms of CPU per request. This ASGI layer answers a repeated
+anonymous GET of a board (the page, its htmx fragments, the JSON and CSV exports) with the very
+response Django produced the first time, status, headers and body, without entering Django.
+
+Keys are the full request target, the htmx headers the views vary on, and the board's version
+(`entries.version`: it moves whenever the indexer changes that board), read from the database at
+most every VERSION_TTL_S per process, so a board is served at most that much staler than its
+table. Only what is the same for every anonymous visitor is kept: a 200 answer to a request
+without a session cookie that sets no cookie. Anything else (a logged-in user, an error, another
+path) goes to Django unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import OrderedDict
+from urllib.parse import parse_qs
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+VERSION_TTL_S = 0.5
+MAX_BYTES = 64 * 2**20  # per process; least recently used answers go first
+API_BOARD = re.compile(r"^/api/boards/(0x[0-9a-fA-F]{64})(?:\.csv)?$")
+CONTEXT_ID = re.compile(r"^0x[0-9a-fA-F]{64}$")
+VARY = (b"hx-request", b"hx-target", b"hx-history-restore-request")
+
+
+def board_context(path: str, query: bytes) -> str | None:
+    """The context whose board this request reads ("" for the global one), or None: not a board read."""
+    m = API_BOARD.match(path)
+    if m:
+        return m.group(1).lower()
+    if path == "/":
+        values = parse_qs(query.decode("latin-1")).get("context", [""])
+        raw = values[-1]
+        if raw == "":
+            return ""
+        return raw.lower() if CONTEXT_ID.match(raw) else None
+    return None
+
+
+class BoardResponseCache:
+    def __init__(self, app, *, enabled: bool | None = None):
+        self.app = app
+        self.enabled = getattr(settings, "LLMCHAIN_BOARD_FASTPATH", True) if enabled is None else enabled
+        self.store: OrderedDict[tuple, tuple[int, list, bytes]] = OrderedDict()
+        self.size = 0
+        self._versions: dict[str, int] = {}
+        self._versions_at = 0.0
+        self.hits = self.misses = 0
+
+    async def versions(self) -> dict[str, int]:
+        now = time.monotonic()
+        if now - self._versions_at > VERSION_TTL_S:
+            self._versions = await sync_to_async(_read_versions, thread_sensitive=False)()
+            self._versions_at = now
+        return self._versions
+
+    async def __call__(self, scope, receive, send):
+        if not self.enabled or scope["type"] != "http" or scope["method"] != "GET":
+            return await self.app(scope, receive, send)
+        context = board_context(scope["path"], scope.get("query_string", b""))
+        headers = dict(scope.get("headers") or [])
+        cookie = headers.get(b"cookie", b"")
+        if context is None or settings.SESSION_COOKIE_NAME.encode() + b"=" in cookie:
+            return await self.app(scope, receive, send)
+        versions = await self.versions()
+        if "*" not in versions:
+            return await self.app(scope, receive, send)
+        from lib.reputation import GLOBAL_CONTEXT_ID
+        board = context or GLOBAL_CONTEXT_ID
+        key = (scope["path"], scope.get("query_string", b""), *(headers.get(h, b"") for h in VARY),
+               versions["*"], versions.get(board, 0))
+        hit = self.store.get(key)
+        if hit is not None:
+            self.hits += 1
+            self.store.move_to_end(key)
+            status, response_headers, body = hit
+            await send({"type": "http.response.start", "status": status, "headers": response_headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        self.misses += 1
+        captured: dict = {"body": []}
+
+        async def capture(message):
+            if message["type"] == "http.response.start":
+                captured["status"] = message["status"]
+                captured["headers"] = list(message.get("headers") or [])
+            elif message["type"] == "http.response.body":
+                captured["body"].append(message.get("body", b""))
+                if not message.get("more_body"):
+                    captured["done"] = True
+            await send(message)
+
+        await self.app(scope, receive, capture)
+        if (captured.get("done") and captured.get("status") == 200
+                and not any(name.lower() == b"set-cookie" for name, _ in captured["headers"])):
+            body = b"".join(captured["body"])
+            if len(body) <= MAX_BYTES:
+                self.store[key] = (200, captured["headers"], body)
+                self.size += len(body)
+            while self.size > MAX_BYTES:
+                self.size -= len(self.store.popitem(last=False)[1][2])
+
+
+def _read_versions() -> dict[str, int]:
+    from django.db import close_old_connections
+
+    from .models import BoardState
+    close_old_connections()
+    try:
+        return dict(BoardState.objects.values_list("scope", "version"))
+    finally:
+        close_old_connections()

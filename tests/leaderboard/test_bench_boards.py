@@ -1,0 +1,146 @@
+"""`manage.py bench boards` at a tiny scale: it fills its own scratch database with a history the
+contract could have emitted, serves the boards with daphne, checks them against build_board, and
+prints its figures with the JSON headline last."""
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from apps.leaderboard.bench import SyntheticChain, context_ids
+from lib.boardstats import Change, Evaluation, recorded_steps
+from lib.reputation import GLOBAL_CONTEXT_ID, WAD, update
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = ["--models", "4", "--contexts", "2", "--evaluations", "2000", "--clients", "4", "--servers", "1",
+        "--warmup", "0.5"]
+HEADLINE = ("p50_ms", "p95_ms", "p99_ms", "rps", "clients", "evaluations")
+
+
+def bench(folder: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "manage.py", "bench", "boards", "--dir", str(folder), *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "LLMCHAIN_VAR_DIR": str(folder.parent / "var")})
+
+
+def last_json(proc: subprocess.CompletedProcess) -> dict:
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bench") / "boards"
+    proc = bench(folder, *TINY, "--duration", "2")
+    return folder, proc, last_json(proc)
+
+
+def params(**kw):
+    return {"models": 3, "contexts": 2, "evaluations": 1500, "human_share": 0.2, "reference_share": 0.8,
+            "users": 20, "seed": 1, **kw}
+
+
+def test_the_synthetic_history_is_one_the_contract_could_emit():
+    chain = SyntheticChain(params())
+    changes, interactions = [], []
+    for c, i in chain.batches(batch_calls=400):
+        changes += c
+        interactions += i
+    assert len(interactions) == 1500 and chain.counts["humEval"] > 0
+    rated = {row[0]: row for row in interactions if row[10] is not None}
+    for (model, ctx), rep in chain.mirror.reps.items():
+        model_id, context_id = "0x" + model.hex(), "0x" + ctx.hex()
+        history = [Change(r[3], *r[6:11], r[0], r[11]) for r in changes if r[4] == model_id and r[5] == context_id]
+        assert [h.block for h in history] == sorted(h.block for h in history)
+        evaluations = {iid: Evaluation(iid, row[4], row[5], row[6], row[10], row[11]) for iid, row in rated.items()
+                       if row[1] == model_id and (context_id == GLOBAL_CONTEXT_ID or row[2] == context_id)}
+        start, steps = recorded_steps(history, evaluations)  # raises on a history no rate explains
+        r = start
+        for st in steps:
+            r = update(r, st.s, st.w, 0 if st.thirds == 1 else WAD + 1)
+        assert r == rep.r == history[-1].r
+        assert len(steps) == sum(1 for row in evaluations.values() if row.sh is not None)
+
+
+def test_the_same_seed_gives_the_same_history():
+    def rows(seed):
+        return [row for batch in SyntheticChain(params(seed=seed)).batches() for row in batch[0]]
+
+    assert rows(3) == rows(3) != rows(4)
+
+
+@pytest.mark.slow
+def test_it_prints_its_figures_with_the_json_headline_last(tiny_run):
+    folder, proc, summary = tiny_run
+    assert set(HEADLINE) <= set(summary)
+    assert summary["evaluations"] == 2000 and summary["clients"] == 4
+    assert summary["rps"] > 0 and 0 < summary["p50_ms"] <= summary["p95_ms"] <= summary["p99_ms"]
+    assert summary["errors"] == 0 and summary["requests"] > 0
+    baseline = summary["baseline"]
+    assert baseline["errors"] == 0 and baseline["rps"] > 0 and baseline["p50_ms"] <= baseline["p95_ms"]
+    out = proc.stdout
+    for line in ("cached (the site as configured)", "uncached (baseline: DummyCache)", "  page ", "  api ", "  all "):
+        assert line in out
+
+
+@pytest.mark.slow
+def test_its_scratch_database_holds_the_requested_history_and_every_board_entry(tiny_run):
+    folder, _, summary = tiny_run
+    db = sqlite3.connect(folder / "boards.sqlite3")
+    assert db.execute("SELECT COUNT(*) FROM chain_interaction").fetchone()[0] == 2000
+    models = [m for (m,) in db.execute("SELECT model_id FROM chain_ledgermodel")]
+    pairs = {(m, c) for m in models for c in [GLOBAL_CONTEXT_ID, *context_ids(2)]}
+    entries = {(m, c): (r, n_auto, n_human, band_n) for m, c, r, n_auto, n_human, band_n in
+               db.execute("SELECT model_id, context_id, r, n_auto, n_human, band_n FROM leaderboard_boardentry")}
+    assert len(models) == 4 and set(entries) == pairs and summary["board_entries"] == 12
+    reps = {(m, c): (r, n_auto, n_human) for m, c, r, n_auto, n_human in
+            db.execute("SELECT model_id, context_id, r, n_auto, n_human FROM chain_reputation")}
+    assert {p: e[:3] for p, e in entries.items()} == reps
+    # Every updateReputation is read back as a step of R: no pair's band was dropped as inconsistent.
+    updates = Counter()
+    for m, c in db.execute("SELECT model_id, context_id FROM chain_interaction WHERE reputation_tx != ''"):
+        updates[(m, c)] += 1
+        updates[(m, GLOBAL_CONTEXT_ID)] += 1
+    assert sum(updates.values()) > 0
+    assert {p: e[3] for p, e in entries.items()} == {p: updates[p] for p in pairs}
+
+
+@pytest.mark.slow
+def test_the_boards_it_served_are_build_board(tiny_run):
+    folder, proc, summary = tiny_run
+    assert summary["boards_checked"] == 3 and summary["boards_mismatched"] == 0
+    assert "check: 3/3 boards served equal build_board" in proc.stdout
+    served = json.loads((folder / "served" / f"{GLOBAL_CONTEXT_ID}.json").read_text())
+    code = ("import json; from apps.leaderboard import api, boards; "
+            f"print(json.dumps(api.board_data(boards.build_board('{GLOBAL_CONTEXT_ID}'))))")
+    built = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=REPO, capture_output=True,
+                           text=True, timeout=60, check=True,
+                           env={**os.environ, "DATABASE_URL": f"sqlite:///{folder / 'boards.sqlite3'}",
+                                "LLMCHAIN_IPFS_DIR": str(folder / "bench-ipfs"), "LLMCHAIN_IPFS_BACKEND": "local"})
+    expected = json.loads(built.stdout.strip().splitlines()[-1])
+    served.pop("generated_at"), expected.pop("generated_at")
+    assert served == expected
+    assert [row["name"] for row in served["ranked"]] != [] and served["ranked"][0]["name"].startswith("bench-model-")
+
+
+@pytest.mark.slow
+def test_a_second_run_reuses_the_filled_database(tiny_run):
+    folder, _, first = tiny_run
+    proc = bench(folder, *TINY, "--duration", "0.5", "--skip-baseline")
+    summary = last_json(proc)
+    assert "setup: reusing" in proc.stdout and "baseline" not in summary
+    assert summary["setup_s"] == first["setup_s"] and summary["errors"] == 0
+
+
+def test_it_refuses_a_database_it_did_not_fill(tmp_path):
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    (folder / "boards.sqlite3").write_bytes(b"someone's data")
+    proc = bench(folder, *TINY, "--duration", "0.5", timeout=60)
+    assert proc.returncode != 0 and "not a database this bench filled" in proc.stderr
+    assert (folder / "boards.sqlite3").read_bytes() == b"someone's data"
