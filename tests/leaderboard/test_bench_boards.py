@@ -84,7 +84,7 @@ def test_it_prints_its_figures_with_the_json_headline_last(tiny_run):
     baseline = summary["baseline"]
     assert baseline["errors"] == 0 and baseline["rps"] > 0 and baseline["p50_ms"] <= baseline["p95_ms"]
     out = proc.stdout
-    for line in ("cached (the site as configured)", "uncached (baseline: DummyCache)", "  page ", "  api ", "  all "):
+    for line in ("cached (the site as configured)", "uncached (baseline: no response cache, DummyCache)", "  page ", "  api ", "  all "):
         assert line in out
 
 
