@@ -95,6 +95,7 @@ CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"
 
 # Anonymous board reads answered from a versioned response cache in front of Django (apps/leaderboard/fastpath.py).
 LLMCHAIN_BOARD_FASTPATH = os.environ.get("LLMCHAIN_BOARD_FASTPATH", "1") != "0"
+LLMCHAIN_BOARD_FASTPATH_MB = float(os.environ.get("LLMCHAIN_BOARD_FASTPATH_MB", "128"))
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:

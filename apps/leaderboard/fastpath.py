@@ -24,7 +24,9 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 VERSION_TTL_S = 0.5
-MAX_BYTES = 64 * 2**20  # per process; least recently used answers go first
+MAX_BYTES = 128 * 2**20  # per process (LLMCHAIN_BOARD_FASTPATH_MB); least recently used answers go first.
+# Every view of 21 boards of 100 models (7 sorts x 2 directions, page and JSON) is ~74 MB: below this
+# bound an LRU store thrashes under a uniform mix.
 API_BOARD = re.compile(r"^/api/boards/(0x[0-9a-fA-F]{64})(?:\.csv)?$")
 CONTEXT_ID = re.compile(r"^0x[0-9a-fA-F]{64}$")
 VARY = (b"hx-request", b"hx-target", b"hx-history-restore-request")
@@ -48,6 +50,7 @@ class BoardResponseCache:
     def __init__(self, app, *, enabled: bool | None = None):
         self.app = app
         self.enabled = getattr(settings, "LLMCHAIN_BOARD_FASTPATH", True) if enabled is None else enabled
+        self.max_bytes = int(getattr(settings, "LLMCHAIN_BOARD_FASTPATH_MB", MAX_BYTES / 2**20) * 2**20)
         self.store: OrderedDict[tuple, tuple[int, list, bytes]] = OrderedDict()
         self.size = 0
         self._versions: dict[str, int] = {}
@@ -101,10 +104,10 @@ class BoardResponseCache:
         if (captured.get("done") and captured.get("status") == 200
                 and not any(name.lower() == b"set-cookie" for name, _ in captured["headers"])):
             body = b"".join(captured["body"])
-            if len(body) <= MAX_BYTES:
+            if len(body) <= self.max_bytes:
                 self.store[key] = (200, captured["headers"], body)
                 self.size += len(body)
-            while self.size > MAX_BYTES:
+            while self.size > self.max_bytes:
                 self.size -= len(self.store.popitem(last=False)[1][2])
 
 

@@ -116,8 +116,8 @@ async def test_nothing_is_cached_before_the_boards_were_derived(versions):
     assert inner.calls == 2
 
 
-async def test_the_store_is_bounded(versions, monkeypatch):
-    monkeypatch.setattr(fastpath, "MAX_BYTES", 40)
+async def test_the_store_is_bounded(versions, settings):
+    settings.LLMCHAIN_BOARD_FASTPATH_MB = 40 / 2**20
     inner = Inner()
     app = BoardResponseCache(inner, enabled=True)
     for sort in ("r", "ra", "rh", "name"):
