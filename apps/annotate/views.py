@@ -1,0 +1,95 @@
+"""The expert queue's page: one disagreement at a time, answered with a verdict or skipped."""
+
+from __future__ import annotations
+
+from itertools import groupby
+from urllib.parse import urlencode
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from . import queue
+
+SKIPPED = "annotate_skipped"  # session key: the items this expert skipped in this session
+
+
+def _filters(data) -> dict[str, str]:
+    return {name: data.get(name, "") for name in ("scenario", "criterion") if data.get(name, "")}
+
+
+def _skipped(request) -> list[int]:
+    return request.session.get(SKIPPED, [])
+
+
+def _forbidden(request):
+    return render(request, "annotate/forbidden.html", status=403)
+
+
+def _page(request, filters: dict[str, str], error: str = "", status: int = 200):
+    scenario, criterion = filters.get("scenario"), filters.get("criterion")
+    item = queue.next_item(request.user, scenario, criterion, skipped=_skipped(request))
+    rounds = []
+    if item is not None:
+        turns = item.debate.turns.all()
+        rounds = [(n, list(group)) for n, group in groupby(turns, key=lambda t: t.round)]
+    scenarios, criteria = queue.filter_choices()
+    return render(request, "annotate/queue.html", {
+        "item": item, "debate": item.debate if item else None, "rounds": rounds,
+        "filters": filters, "scenarios": scenarios, "criteria": criteria,
+        "progress": queue.progress(request.user, scenario, criterion),
+        "skipped": len(_skipped(request)), "agreement": queue.agreement_by_scenario(),
+        "claim_minutes": queue.claim_minutes(), "note_max": queue.NOTE_MAX_CHARS,
+        "error": error, "note": request.POST.get("note", "") if error else "",
+    }, status=status)
+
+
+def _back(filters: dict[str, str]):
+    url = reverse("annotate")
+    return redirect(f"{url}?{urlencode(filters)}" if filters else url)
+
+
+@login_required
+def queue_page(request):
+    if not queue.is_expert(request.user):
+        return _forbidden(request)
+    return _page(request, _filters(request.GET))
+
+
+@login_required
+@require_POST
+def answer(request, pk: int):
+    filters = _filters(request.POST)
+    try:
+        queue.submit(request.user, pk, request.POST.get("verdict"), request.POST.get("note", ""))
+    except queue.NotAnExpert:
+        return _forbidden(request)
+    except (queue.InvalidVerdict, queue.NoteTooLong) as exc:
+        return _page(request, filters, str(exc), status=400)
+    except queue.QueueError as exc:  # the claim is gone or the verdict was already given
+        return _page(request, filters, str(exc), status=409)
+    return _back(filters)
+
+
+@login_required
+@require_POST
+def skip(request, pk: int):
+    filters = _filters(request.POST)
+    try:
+        queue.skip(request.user, pk)
+    except queue.NotAnExpert:
+        return _forbidden(request)
+    except queue.QueueError as exc:
+        return _page(request, filters, str(exc), status=409)
+    request.session[SKIPPED] = list(dict.fromkeys([*_skipped(request), pk]))
+    return _back(filters)
+
+
+@login_required
+@require_POST
+def clear_skips(request):
+    if not queue.is_expert(request.user):
+        return _forbidden(request)
+    request.session.pop(SKIPPED, None)
+    return _back(_filters(request.POST))
