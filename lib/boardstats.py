@@ -19,6 +19,7 @@ The band (REPUTATION.md is silent on it; this is the project's definition):
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -80,6 +81,11 @@ class PairSummary:
     band_lo: float | None = None
     band_hi: float | None = None
     band_n: int = 0  # human-rated evaluations the band rests on
+
+    @property
+    def changed_at(self) -> datetime | None:
+        """The last change's block time (UTC)."""
+        return datetime.fromtimestamp(self.timestamp, tz=timezone.utc) if self.timestamp is not None else None
 
 
 def thin(n: int, points: int) -> list[int]:

@@ -16,7 +16,7 @@ from eth_utils import to_checksum_address
 from lib.reputation import GLOBAL_CONTEXT, ReputationError, ReputationModel
 
 from .client import from_hex, to_hex
-from .indexer import fetch_events
+from .indexer import fetch_all
 from .ledger import Ledger, hex32
 from .models import Reputation
 
@@ -39,11 +39,7 @@ class AuditReport:
 
 
 def all_events(ledger: Ledger, chunk: int = 10_000) -> list[dict]:
-    head = ledger.client.block_number()
-    events: list[dict] = []
-    for start in range(ledger.deployment.deployBlock, head + 1, chunk):
-        events += fetch_events(ledger, start, min(head, start + chunk - 1))
-    return events
+    return fetch_all(ledger, ledger.deployment.deployBlock, ledger.client.block_number(), chunk)
 
 
 def replay(ledger: Ledger, events: list[dict]) -> ReputationModel:

@@ -3,6 +3,10 @@
 Each chunk of blocks is folded in one database transaction together with the cursor, so a
 crash replays a chunk whole or not at all; rows are keyed by (block, log index) or by chain
 ids, so folding the same logs twice changes nothing.
+
+Tables derived from these (the boards' BoardEntry, apps/leaderboard/entries.py) follow through the
+`folded` and `cleared` signals, sent inside the same transactions, so the chain app does not import
+the apps built on it.
 """
 
 from __future__ import annotations
@@ -47,6 +51,14 @@ def fetch_events(ledger: Ledger, from_block: int, to_block: int) -> list[dict]:
     return out
 
 
+def fetch_all(ledger: Ledger, from_block: int, to_block: int, chunk: int = 10_000) -> list[dict]:
+    """`fetch_events` over any range, `chunk` blocks per eth_getLogs."""
+    events: list[dict] = []
+    for start in range(from_block, to_block + 1, chunk):
+        events += fetch_events(ledger, start, min(to_block, start + chunk - 1))
+    return events
+
+
 def add_timestamps(ledger: Ledger, events: list[dict]) -> None:
     """Give each ReputationUpdated event its block's timestamp (the boards' "last change")."""
     blocks = sorted({e["block"] for e in events if e["event"] == "ReputationUpdated"})
@@ -66,6 +78,7 @@ def fold(events: list[dict]) -> None:
     humans: dict[str, dict] = {}
     combined: dict[str, str] = {}
     metadata: dict[str, str] = {}  # model id -> its latest CID in these events (chain order)
+    new_contexts: set[str] = set()
     touched_by_tx: dict[tuple[str, str], set[str]] = defaultdict(set)
     for e in events:
         a, name = e["args"], e["event"]
@@ -79,6 +92,7 @@ def fold(events: list[dict]) -> None:
         elif name == "ContextAdded":
             Context.objects.get_or_create(context_id=hex32(a["contextId"]),
                                           defaults={"name": a["name"], "block_number": e["block"]})
+            new_contexts.add(hex32(a["contextId"]))
         elif name == "ModelAdded":
             LedgerModel.objects.get_or_create(model_id=hex32(a["modelId"]), defaults={
                 "owner": a["owner"], "metadata_cid": a["metadataCid"], "block_number": e["block"]})
@@ -115,7 +129,6 @@ def fold(events: list[dict]) -> None:
         Interaction.objects.filter(interaction_id__in=iids).update(reputation_tx=tx)
     ReputationChange.objects.bulk_create(changes, ignore_conflicts=True, batch_size=500)
     _upsert_reputations(reps)
-    new_contexts = {hex32(e["args"]["contextId"]) for e in events if e["event"] == "ContextAdded"}
     if reps or metadata or new_contexts:
         # Within the chunk's transaction: tables derived from these rows (the boards) follow.
         folded.send(sender=fold, pairs=set(reps), models=set(metadata), contexts=new_contexts)

@@ -7,6 +7,7 @@ import io
 import json
 
 from django.http import HttpResponse
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -171,16 +172,8 @@ class BoardIndexSerializer(serializers.Serializer):
 
 
 def index_data() -> dict:
-    from django.db.models import Count
-    from django.urls import reverse
-
-    from .models import BoardEntry
-
-    counts = dict(BoardEntry.objects.values_list("context_id").annotate(n=Count("id")).values_list("context_id", "n"))
-    items = [(boards.GLOBAL_CONTEXT_ID, boards.GLOBAL_NAME)] + [(c.context_id, c.name) for c in boards.board_contexts()]
-    return {"boards": [{"context_id": cid, "name": name, "models": counts.get(cid, 0),
-                        "url": reverse("api-board", args=[cid]), "csv_url": reverse("api-board-csv", args=[cid])}
-                       for cid, name in items]}
+    return {"boards": [{"context_id": cid, "name": name, "models": models, "url": reverse("api-board", args=[cid]),
+                        "csv_url": reverse("api-board-csv", args=[cid])} for cid, name, models in boards.board_index()]}
 
 
 class BoardIndex(APIView):

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db.models import Count
 from django.urls import reverse
 from django.utils import timezone
 
@@ -25,7 +26,7 @@ from .entries import short_id
 from .models import BoardEntry
 
 GLOBAL_NAME = "Global"
-CONTEXT_ID = re.compile(r"^0x[0-9a-fA-F]{64}$")
+ONCHAIN_ID = re.compile(r"^0x[0-9a-fA-F]{64}$")  # a bytes32 id: a context's or a model's
 
 # Sort keys, their labels, and the direction a first click sorts in.
 SORT_KEYS = ("r", "ra", "rh", "n_auto", "n_human", "name", "block")
@@ -135,7 +136,7 @@ def parse_context_id(raw: str | None) -> str:
     """A context id in canonical form (lowercase 0x + 64 hex); the global context when absent."""
     if raw is None or raw == "":
         return GLOBAL_CONTEXT_ID
-    if not CONTEXT_ID.match(raw):
+    if not ONCHAIN_ID.match(raw):
         raise BoardError("A context id is 0x followed by 64 hexadecimal digits.")
     return raw.lower()
 
@@ -201,6 +202,13 @@ def build_board(context_id: str | None, sort: str | None = None, direction: str 
 def board_contexts() -> list[Context]:
     """The contexts to switch between (the global one is listed apart)."""
     return list(Context.objects.exclude(context_id=GLOBAL_CONTEXT_ID).order_by("name"))
+
+
+def board_index() -> list[tuple[str, str, int]]:
+    """(context id, name, models with a REP there) of every board: the global one first."""
+    counts = dict(BoardEntry.objects.values_list("context_id").annotate(n=Count("id")).values_list("context_id", "n"))
+    items = [(GLOBAL_CONTEXT_ID, GLOBAL_NAME)] + [(c.context_id, c.name) for c in board_contexts()]
+    return [(cid, name, counts.get(cid, 0)) for cid, name in items]
 
 
 CSV_HEADER = ["rank", "status", "model_id", "name", "r", "ra", "rh", "r_decimal", "ra_decimal", "rh_decimal",

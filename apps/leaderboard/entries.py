@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime, timezone as dt_timezone
 
 from django.db import transaction
 from django.db.models import F
 
 from apps.chain import evidence
 from apps.chain.models import Interaction, LedgerModel, Reputation, ReputationChange
-from lib import records
 from lib.boardstats import Change, Evaluation, summarize
 from lib.reputation import GLOBAL_CONTEXT_ID
 
+from .metadata import read_metadata
 from .models import BoardEntry, BoardState
 
 log = logging.getLogger(__name__)
@@ -34,17 +33,17 @@ def short_id(model_id: str) -> str:
 
 
 def metadata_name(cid: str, store=None) -> str | None:
-    """The `name` of the model-metadata record under `cid`, read through the store (so checked
-    against the CID), or None when the record cannot be had or is not model metadata."""
+    """The `name` of the model-metadata record under `cid` (checked against the CID), or None when
+    the record cannot be had or is not model metadata."""
     try:
-        record = records.parse((store or evidence.default_store()).get(cid, timeout=5))
-    except (evidence.EvidenceMissing, evidence.EvidenceCorrupt, records.RecordError, OSError) as exc:
-        log.warning("metadata %s unreadable: %s", cid, exc)
-        return None
+        metadata = read_metadata(cid, store)
     except Exception as exc:  # an IPFS outage must not stop the indexer: the name is retried on the next change
         log.warning("metadata %s unreadable: %s", cid, exc)
         return None
-    return record.get("name") if record.get("schema") == records.MODEL_SCHEMA else None
+    if not metadata.verified:
+        log.warning("metadata %s unreadable: %s", cid, metadata.problem)
+        return None
+    return metadata.record["name"]
 
 
 def model_names(model_ids: set[str]) -> dict[str, str]:
@@ -59,10 +58,6 @@ def model_names(model_ids: set[str]) -> dict[str, str]:
         read = metadata_name(cids[m], store) if m in cids else None
         names[m] = read or known.get(m) or short_id(m)
     return names
-
-
-def _timestamp(ts: int | None) -> datetime | None:
-    return datetime.fromtimestamp(ts, tz=dt_timezone.utc) if ts is not None else None
 
 
 def pair_history(model_id: str, context_id: str) -> tuple[list[Change], dict[str, Evaluation]]:
@@ -84,7 +79,7 @@ def entry_for(model_id: str, context_id: str, name: str) -> BoardEntry | None:
     if s is None:
         return None
     return BoardEntry(model_id=model_id, context_id=context_id, name=name, ra=s.ra, rh=s.rh, r=s.r,
-                      n_auto=s.n_auto, n_human=s.n_human, block_number=s.block, changed_at=_timestamp(s.timestamp),
+                      n_auto=s.n_auto, n_human=s.n_human, block_number=s.block, changed_at=s.changed_at,
                       spark=s.spark, history=s.history, band_lo=s.band_lo, band_hi=s.band_hi, band_n=s.band_n)
 
 
@@ -138,10 +133,20 @@ def version(context_id: str | None = None) -> str:
     """The version a cached board of `context_id` is keyed by ("" when nothing was ever derived: then
     nothing is cached)."""
     scopes = [BoardState.ALL] + ([context_id] if context_id else [])
-    found = dict(BoardState.objects.filter(scope__in=scopes).values_list("scope", "version"))
+    return version_key(dict(BoardState.objects.filter(scope__in=scopes).values_list("scope", "version")),
+                       context_id)
+
+
+def all_versions() -> dict[str, int]:
+    return dict(BoardState.objects.values_list("scope", "version"))
+
+
+def version_key(found: dict[str, int], context_id: str | None = None) -> str:
+    """The key of a board's version among the versions `found` (scope -> version): every board's and
+    this one's; "" while the every-board row does not exist."""
     if BoardState.ALL not in found:
         return ""
-    return ".".join(str(found.get(s, 0)) for s in scopes)
+    return ".".join(str(found.get(s, 0)) for s in [BoardState.ALL] + ([context_id] if context_id else []))
 
 
 def on_folded(sender, pairs=(), models=(), contexts=(), **kwargs) -> None:

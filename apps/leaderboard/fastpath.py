@@ -23,12 +23,16 @@ from urllib.parse import parse_qs
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
+from lib.reputation import GLOBAL_CONTEXT_ID
+
+from . import entries
+from .boards import ONCHAIN_ID, BoardError, parse_context_id
+
 VERSION_TTL_S = 0.5
 MAX_BYTES = 128 * 2**20  # per process (LLMCHAIN_BOARD_FASTPATH_MB); least recently used answers go first.
 # Every view of 21 boards of 100 models (7 sorts x 2 directions, page and JSON) is ~74 MB: below this
 # bound an LRU store thrashes under a uniform mix.
-API_BOARD = re.compile(r"^/api/boards/(0x[0-9a-fA-F]{64})(?:\.csv)?$")
-CONTEXT_ID = re.compile(r"^0x[0-9a-fA-F]{64}$")
+API_BOARD = re.compile(rf"^/api/boards/({ONCHAIN_ID.pattern.strip('^$')})(?:\.csv)?$")
 VARY = (b"hx-request", b"hx-target", b"hx-history-restore-request")
 
 
@@ -42,7 +46,10 @@ def board_context(path: str, query: bytes) -> str | None:
         raw = values[-1]
         if raw == "":
             return ""
-        return raw.lower() if CONTEXT_ID.match(raw) else None
+        try:
+            return parse_context_id(raw)
+        except BoardError:
+            return None
     return None
 
 
@@ -72,13 +79,10 @@ class BoardResponseCache:
         cookie = headers.get(b"cookie", b"")
         if context is None or settings.SESSION_COOKIE_NAME.encode() + b"=" in cookie:
             return await self.app(scope, receive, send)
-        versions = await self.versions()
-        if "*" not in versions:
+        version = entries.version_key(await self.versions(), context or GLOBAL_CONTEXT_ID)
+        if not version:
             return await self.app(scope, receive, send)
-        from lib.reputation import GLOBAL_CONTEXT_ID
-        board = context or GLOBAL_CONTEXT_ID
-        key = (scope["path"], scope.get("query_string", b""), *(headers.get(h, b"") for h in VARY),
-               versions["*"], versions.get(board, 0))
+        key = (scope["path"], scope.get("query_string", b""), *(headers.get(h, b"") for h in VARY), version)
         hit = self.store.get(key)
         if hit is not None:
             self.hits += 1
@@ -114,9 +118,8 @@ class BoardResponseCache:
 def _read_versions() -> dict[str, int]:
     from django.db import close_old_connections
 
-    from .models import BoardState
     close_old_connections()
     try:
-        return dict(BoardState.objects.values_list("scope", "version"))
+        return entries.all_versions()
     finally:
         close_old_connections()

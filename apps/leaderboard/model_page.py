@@ -7,30 +7,21 @@ BoardEntry, Interaction, Context) plus the metadata record from the evidence sto
 
 from __future__ import annotations
 
-import logging
-import re
 from dataclasses import dataclass, field
 
 from django.http import Http404, HttpResponseBadRequest
 from django.shortcuts import render
 
-from apps.chain.evidence import EvidenceCorrupt, EvidenceMissing, default_store
-from apps.chain.ipfs import IpfsError
 from apps.chain.models import Context, Interaction, LedgerModel
 from apps.chat.models import RegisteredModel
-from lib import records
-from lib.cid import CidError, normalize
 from lib.reputation import GLOBAL_CONTEXT_ID
 
-from .boards import GLOBAL_NAME
+from .boards import GLOBAL_NAME, ONCHAIN_ID
 from .entries import short_id
+from .metadata import Metadata, link_cid, read_metadata
 from .models import BoardEntry
 
-log = logging.getLogger(__name__)
-
-MODEL_ID = re.compile(r"^0x[0-9a-fA-F]{64}$")
 LATEST_EVALUATIONS = 20
-METADATA_TIMEOUT_S = 5
 
 
 class MalformedModelId(ValueError):
@@ -39,20 +30,6 @@ class MalformedModelId(ValueError):
 
 class UnknownModel(LookupError):
     """A well-formed id that the indexed chain state knows nothing about."""
-
-
-@dataclass(frozen=True)
-class Metadata:
-    """The model's latest metadata record, or why it cannot be shown."""
-
-    cid: str  # as on-chain (untrusted text)
-    link_cid: str = ""  # the normalized CID when it is one, for /evidence/<cid>/
-    record: dict | None = None  # set only when the bytes matched the CID and parsed as model metadata
-    problem: str = ""
-
-    @property
-    def verified(self) -> bool:
-        return self.record is not None
 
 
 @dataclass(frozen=True)
@@ -111,45 +88,10 @@ class ModelReport:
 
 
 def parse_model_id(raw: str) -> str:
-    if not MODEL_ID.match(raw or ""):
+    if not ONCHAIN_ID.match(raw or ""):
         raise MalformedModelId("A model id is 0x followed by 64 hexadecimal digits "
                                "(the model's on-chain id, as the boards link it).")
     return raw.lower()
-
-
-def _link_cid(cid: str) -> str:
-    try:
-        return normalize(cid)
-    except CidError:
-        return ""
-
-
-def read_metadata(cid: str, store=None) -> Metadata:
-    """The record under `cid`, verified against it by the store; never raises for a bad or absent blob."""
-    link = _link_cid(cid)
-    if not link:
-        return Metadata(cid=cid, problem="The metadata CID recorded on-chain is not a CID this site can read.")
-    try:
-        data = (store or default_store()).get(link, timeout=METADATA_TIMEOUT_S)
-    except EvidenceMissing:
-        return Metadata(cid=cid, link_cid=link, problem="No store this site reaches holds this CID, so the "
-                                                        "metadata could not be read.")
-    except EvidenceCorrupt:
-        return Metadata(cid=cid, link_cid=link, problem="The stored bytes do not match this CID; they were refused, "
-                                                        "so the metadata could not be verified.")
-    except (IpfsError, OSError) as exc:
-        log.warning("metadata %s unreadable: %s", link, exc)
-        return Metadata(cid=cid, link_cid=link, problem="The IPFS node could not be reached, so the metadata "
-                                                        "could not be read; try again later.")
-    try:
-        record = records.parse(data)
-    except records.RecordError as exc:
-        return Metadata(cid=cid, link_cid=link, problem=f"The bytes match the CID but are not a valid metadata "
-                                                        f"record: {exc}")
-    if record["schema"] != records.MODEL_SCHEMA:
-        return Metadata(cid=cid, link_cid=link, problem=f"The bytes match the CID but are a {record['schema']} "
-                                                        f"record, not model metadata.")
-    return Metadata(cid=cid, link_cid=link, record=record)
 
 
 def _context_names(context_ids: set[str]) -> dict[str, str]:
@@ -178,7 +120,7 @@ def model_report(raw_model_id: str) -> ModelReport:
     return ModelReport(
         model_id=model_id, name=name, ledger=ledger, metadata=metadata,
         registered=RegisteredModel.objects.filter(model_id=model_id).first(), contexts=contexts,
-        evaluations=[Evaluation(i, names[i.context_id], _link_cid(i.evidence_cid)) for i in latest])
+        evaluations=[Evaluation(i, names[i.context_id], link_cid(i.evidence_cid)) for i in latest])
 
 
 def model_reputation(request, model_id):

@@ -24,11 +24,10 @@ from django.conf import settings
 from django.core.cache import cache
 
 from apps.chain.client import ChainClient, RpcError, from_hex, to_hex
-from apps.chain.evidence import EvidenceCorrupt, EvidenceMissing, LocalBlobStore
-from apps.chain.indexer import fetch_events
-from apps.chain.ipfs import IpfsCorrupt, IpfsNotFound, KuboClient
+from apps.chain.evidence import EvidenceStore, LocalBlobStore, kubo_client
+from apps.chain.indexer import fetch_all
+from apps.chain.ipfs import KuboClient
 from apps.chain.ledger import Deployment, Ledger, b32, hex32
-from lib import cid as cids
 from lib.boardstats import Change, Evaluation, summarize
 from lib.reputation import GLOBAL_CONTEXT_ID, WAD
 
@@ -37,7 +36,6 @@ from .boards import BoardRow
 from .entries import metadata_name, short_id
 
 BAND_TOLERANCE = 1e-6
-LOG_CHUNK = 10_000  # blocks per eth_getLogs
 # (key, label) of the cells compared for each model, in table order.
 COLUMNS = (("rank", "Rank"), ("name", "Name"), ("r", "R"), ("ra", "Ra"), ("rh", "Rh"), ("n_auto", "n auto"),
            ("n_human", "n human"), ("block_number", "Block"), ("changed_at", "Changed at (UTC)"),
@@ -51,40 +49,18 @@ class VerifyError(Exception):
 
 # --- reading IPFS without the database ---------------------------------------------------------
 
-class CidReader:
-    """Verified bytes of a CID from a local blob directory and/or a Kubo-compatible node.
-
-    The site's EvidenceStore also looks at pins still queued in the database; this reader never
-    does, so a rebuild needs nothing but a node, IPFS and the contract addresses."""
+class CidReader(EvidenceStore):
+    """The evidence store without its pin rows: verified bytes of a CID from a local blob directory
+    and/or a Kubo-compatible node, so a rebuild needs nothing but a node, IPFS and the addresses."""
 
     def __init__(self, local: LocalBlobStore | None = None, kubo: KuboClient | None = None):
-        self.local, self.kubo = local, kubo
-
-    def get(self, cid: str, *, timeout: float | None = None) -> bytes:
-        cid = cids.normalize(cid)
-        if self.local is not None:
-            try:
-                return self.local.get(cid)
-            except (EvidenceMissing, EvidenceCorrupt):
-                if self.kubo is None:
-                    raise
-        if self.kubo is None:
-            raise EvidenceMissing(f"{cid}: no IPFS node to ask")
-        try:
-            return self.kubo.cat(cid, timeout=timeout)  # checked against the CID by the client
-        except IpfsNotFound as exc:
-            raise EvidenceMissing(str(exc)) from exc
-        except IpfsCorrupt as exc:
-            raise EvidenceCorrupt(str(exc)) from exc
+        super().__init__(local, kubo, read_pins=False)
 
 
 def default_reader() -> CidReader:
     """This site's IPFS as configured: the local blob directory, and the node with the kubo backend."""
-    kubo = None
-    if settings.LLMCHAIN_IPFS_BACKEND == "kubo":
-        kubo = KuboClient(settings.LLMCHAIN_IPFS_API_URL, timeout=settings.LLMCHAIN_IPFS_TIMEOUT_S,
-                          retries=settings.LLMCHAIN_IPFS_RETRIES)
-    return CidReader(LocalBlobStore(settings.LLMCHAIN_IPFS_DIR), kubo)
+    return CidReader(LocalBlobStore(settings.LLMCHAIN_IPFS_DIR),
+                     kubo_client() if settings.LLMCHAIN_IPFS_BACKEND == "kubo" else None)
 
 
 # --- the chain side ----------------------------------------------------------------------------
@@ -119,18 +95,6 @@ class ChainBoards:
 
     def issues_of(self, context_id: str) -> list[StateIssue]:
         return [i for i in self.issues if i.context_id == context_id]
-
-
-def fetch_all(ledger: Ledger, from_block: int, to_block: int) -> list[dict]:
-    """Every decoded event of the contracts from `from_block` to `to_block`, in chain order."""
-    events: list[dict] = []
-    for start in range(from_block, to_block + 1, LOG_CHUNK):
-        events += fetch_events(ledger, start, min(to_block, start + LOG_CHUNK - 1))
-    return events
-
-
-def _timestamp(ts: int | None) -> datetime | None:
-    return datetime.fromtimestamp(ts, tz=dt_timezone.utc) if ts is not None else None
 
 
 def boards_from_events(events: list[dict], reader) -> tuple[dict, dict, dict]:
@@ -176,7 +140,7 @@ def boards_from_events(events: list[dict], reader) -> tuple[dict, dict, dict]:
         s = summarize(model, context, history, evaluations)
         rows.setdefault(context, []).append(BoardRow(
             model_id=model, name=names[model], r=s.r, ra=s.ra, rh=s.rh, n_auto=s.n_auto, n_human=s.n_human,
-            block_number=s.block, changed_at=_timestamp(s.timestamp), spark=tuple(s.spark), band_lo=s.band_lo,
+            block_number=s.block, changed_at=s.changed_at, spark=tuple(s.spark), band_lo=s.band_lo,
             band_hi=s.band_hi, band_n=s.band_n))
         last[(model, context)] = (s.ra, s.rh, s.r, s.n_auto, s.n_human)
         contexts.setdefault(context, short_id(context))
