@@ -48,6 +48,13 @@ class Debate(models.Model):
     submission_2 = models.TextField()
     system_1 = models.CharField(max_length=100, blank=True)  # who wrote submission 1 ("" when unknown)
     system_2 = models.CharField(max_length=100, blank=True)
+    # Debates held on this site over answers it holds: the context they were given in and the
+    # registered models that wrote them (on-chain ids), what rates the models (outcomes.py).
+    context_id = models.CharField(max_length=66, blank=True, db_index=True)
+    model_1 = models.CharField(max_length=66, blank=True)
+    model_2 = models.CharField(max_length=66, blank=True)
+    # Where the pair came from: {"kind": "reference" | "same-prompt", "interactions": [ids], ...}.
+    origin = models.JSONField(default=dict, blank=True)
     consensus = models.PositiveSmallIntegerField(
         choices=Verdict.choices, null=True, blank=True,
         help_text="the agents' common verdict in the last round; empty: they still disagreed")
