@@ -145,3 +145,13 @@ def test_the_page_escapes_names_from_imported_data(client):
     html = client.get(reverse("metaeval-report")).content.decode()
     assert "<script>alert(1)" not in html and "<b>odd</b>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_the_page_is_linked_from_every_page_and_shows_how_far_the_experts_agree(client):
+    debate({"gpt-4-turbo": 1, "claude-2": 2}, scenario="coding", experts=(1, 1))
+    debate({"gpt-4-turbo": 1, "claude-2": 2}, scenario="coding", experts=(2, 2))
+    assert 'href="/annotate/report/"' in client.get(reverse("models")).content.decode()
+    html = client.get(reverse("metaeval-report")).content.decode()
+    assert 'id="expert-agreement"' in html
+    assert '<tr data-scenario="coding"><td class="label">coding</td><td>2</td><td>4</td>' in html
+    assert "<td>1.00</td>" in html  # every pair of experts agreed
