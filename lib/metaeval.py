@@ -16,10 +16,16 @@ Definitions (seed 003):
   take no part in the evaluator's mode.
 - Fleiss' kappa for several raters per item; see `fleiss_kappa` for items rated by different
   numbers of raters.
+
+Against human labels (issue 9): `read_pairs` and `pairs_report` score an evaluator's pairwise
+verdicts ("a", "b", "tie") with the same two definitions; `score_correlations` gives Pearson,
+Spearman and Kendall of absolute scores (seed 004).
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -105,3 +111,174 @@ def system_preference(verdict: int | None, system_1: str, system_2: str) -> str 
     if verdict is None:
         return None
     return {FIRST: system_1, SECOND: system_2, NEITHER: "tie"}[verdict]
+
+
+# --- pairwise meta-evaluation against human labels (issue 9) -----------------------------------
+#
+# A pairs file is JSONL, one pair per line: `id`, `question`, `category`, `answer_a`, `answer_b`,
+# `human` ("a", "b" or "tie"), optionally `reference`, `model_a` and `model_b`. Verdicts "a",
+# "b", "tie" are the numbering above as FIRST, SECOND, NEITHER; an evaluator's None (undecided)
+# disagrees with everything, as an unreadable verdict does in eq. (2).
+
+PAIR_VERDICTS = {"a": FIRST, "b": SECOND, "tie": NEITHER}
+PAIR_REQUIRED = ("id", "question", "category", "answer_a", "answer_b", "human")
+PAIR_OPTIONAL = ("reference", "model_a", "model_b")
+
+
+class PairsFileError(ValueError):
+    """A pairs file line that cannot be used; the message names the line."""
+
+
+def read_pairs(lines, source: str = "pairs file") -> list[dict]:
+    """The pairs of a JSONL text (an iterable of lines), checked: every required field a non-empty
+    string (an integer `id` is read as its text), `human` one of a/b/tie, optional fields strings
+    or absent (null counts as absent), `model_a` and `model_b` both or neither and different, no
+    id twice. Blank lines are skipped. Raises PairsFileError naming the first bad line."""
+    pairs: list[dict] = []
+    first_line: dict[str, int] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{source} line {number}"
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise PairsFileError(f"{where}: not JSON ({exc})") from None
+        if not isinstance(row, dict):
+            raise PairsFileError(f"{where}: expected a JSON object")
+        if isinstance(row.get("id"), int) and not isinstance(row["id"], bool):
+            row["id"] = str(row["id"])
+        missing = [k for k in PAIR_REQUIRED if not isinstance(row.get(k), str) or not row[k].strip()]
+        if missing:
+            raise PairsFileError(f"{where}: missing or empty {', '.join(f'`{k}`' for k in missing)}")
+        if row["human"] not in PAIR_VERDICTS:
+            raise PairsFileError(f"{where}: `human` must be \"a\", \"b\" or \"tie\", got {row['human']!r}")
+        pair = {k: row[k] for k in PAIR_REQUIRED}
+        for k in PAIR_OPTIONAL:
+            if row.get(k) is None:
+                continue
+            if not isinstance(row[k], str):
+                raise PairsFileError(f"{where}: `{k}` must be a string")
+            pair[k] = row[k]
+        if ("model_a" in pair) != ("model_b" in pair):
+            raise PairsFileError(f"{where}: give both `model_a` and `model_b` or neither")
+        if "model_a" in pair and pair["model_a"] == pair["model_b"]:
+            raise PairsFileError(f"{where}: `model_a` and `model_b` are the same system")
+        if pair["id"] in first_line:
+            raise PairsFileError(f"{where}: duplicate id {pair['id']!r} (first on line {first_line[pair['id']]})")
+        first_line[pair["id"]] = number
+        pairs.append(pair)
+    if not pairs:
+        raise PairsFileError(f"{source}: no pairs")
+    return pairs
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
+def _agreement(rows: Sequence[tuple[dict, str | None]]) -> dict:
+    """Eq. (2) twice: on the pairs humans did not tie (accuracy) and on all (ties count when both tie)."""
+    coded = [(PAIR_VERDICTS.get(v) if v is not None else None, PAIR_VERDICTS[p["human"]]) for p, v in rows]
+    with_ties = example_agreement(coded)
+    non_tie = example_agreement([(e, g) for e, g in coded if g != NEITHER])
+    return {"n": with_ties.n, "human_ties": with_ties.n - non_tie.n, "non_tie": non_tie.n,
+            "agreed_non_tie": non_tie.agreed, "accuracy_non_tie": _round(non_tie.rate),
+            "agreed_with_ties": with_ties.agreed, "agreement_with_ties": _round(with_ties.rate),
+            "undecided": with_ties.unparseable, "evaluator_ties": sum(1 for _, v in rows if v == "tie")}
+
+
+def pairs_report(pairs: Sequence[dict], verdicts: Sequence[str | None]) -> dict:
+    """An evaluator's verdicts on `pairs` against the human labels.
+
+    Overall and per category: `accuracy_non_tie` (eq. 2 over pairs humans did not tie; an
+    evaluator tie there is wrong), `agreement_with_ties` (eq. 2 over all pairs; a tie agrees with a
+    human tie), `undecided` (None verdicts, counted wrong). `system_level`: eq. (3) per category and
+    system pair (pairs with `model_a`/`model_b`; either order counts alike), as in
+    apps/annotate/report.py; a group whose human or evaluator mode is tied is `undefined`; None when
+    no pair names its systems."""
+    if len(verdicts) != len(pairs):
+        raise ValueError(f"{len(verdicts)} verdicts for {len(pairs)} pairs")
+    bad = [v for v in verdicts if v is not None and v not in PAIR_VERDICTS]
+    if bad:
+        raise ValueError(f"verdicts must be 'a', 'b', 'tie' or None, got {bad[0]!r}")
+    rows = list(zip(pairs, verdicts))
+    categories = sorted({p["category"] for p in pairs})
+    report = _agreement(rows)
+    report["per_category"] = {c: _agreement([r for r in rows if r[0]["category"] == c]) for c in categories}
+
+    groups: dict[tuple[str, tuple[str, str]], list] = {}
+    for p, v in rows:
+        if "model_a" not in p:
+            continue
+        key = (p["category"], tuple(sorted((p["model_a"], p["model_b"]))))
+        e = system_preference(PAIR_VERDICTS.get(v) if v is not None else None, p["model_a"], p["model_b"])
+        g = system_preference(PAIR_VERDICTS[p["human"]], p["model_a"], p["model_b"])
+        groups.setdefault(key, []).append((e, g))
+    if not groups:
+        report["system_level"] = None
+        return report
+    system_pairs = []
+    for (category, systems), prefs in sorted(groups.items()):
+        system_pairs.append({"category": category, "systems": list(systems), "n": len(prefs),
+                             "human_mode": mode([g for _, g in prefs]), "evaluator_mode": mode([e for e, _ in prefs]),
+                             "agreed": system_agreement(prefs)})
+    for c in categories:
+        results = [s["agreed"] for s in system_pairs if s["category"] == c and s["agreed"] is not None]
+        if any(s["category"] == c for s in system_pairs):
+            report["per_category"][c].update(system_agreed=sum(results), system_compared=len(results))
+    decided = [s["agreed"] for s in system_pairs if s["agreed"] is not None]
+    report["system_level"] = {"agreed": sum(decided), "compared": len(decided),
+                              "rate": _round(sum(decided) / len(decided) if decided else None),
+                              "undefined": len(system_pairs) - len(decided), "pairs": system_pairs}
+    return report
+
+
+# --- correlation with absolute human scores (seed 004 §4.4, §6) --------------------------------
+#
+# Pearson r, Spearman rho and Kendall tau-b (ties handled; scipy's defaults). Seed 004 reports one
+# figure per criterion; its own experiment (E3) pools all 360 Topical-Chat responses, while it says
+# G-Eval's original setting correlates the 6 responses of each dialogue. Both are given: `pooled`,
+# and `per_context`, the mean over contexts of each context's correlation (contexts where it is
+# undefined, a constant side, are left out and counted).
+
+CORRELATIONS = ("pearson", "spearman", "kendall")
+
+
+def correlations(xs: Sequence[float], ys: Sequence[float]) -> dict[str, float | None]:
+    """{pearson, spearman, kendall} of two equally long samples; None where undefined (fewer than
+    two values, or one side constant)."""
+    if len(xs) != len(ys):
+        raise ValueError("correlations need samples of the same length")
+    if len(xs) < 2 or len(set(xs)) < 2 or len(set(ys)) < 2:
+        return dict.fromkeys(CORRELATIONS)
+    from scipy import stats
+
+    found = {"pearson": stats.pearsonr(xs, ys)[0], "spearman": stats.spearmanr(xs, ys)[0],
+             "kendall": stats.kendalltau(xs, ys)[0]}  # tau-b
+    return {k: None if math.isnan(v) else float(v) for k, v in found.items()}
+
+
+def score_correlations(human: Sequence[float], scores: Sequence[float | None],
+                       groups: Sequence[Hashable] | None = None) -> dict:
+    """How an evaluator's scores correlate with human scores: `pooled` over every scored item and,
+    with `groups` (e.g. the dialogue context of each item), `per_context` averaged over groups.
+    Items the evaluator could not score (None) are left out and counted as `unscored`."""
+    if len(scores) != len(human) or (groups is not None and len(groups) != len(human)):
+        raise ValueError("human scores, evaluator scores and groups must be equally long")
+    keep = [i for i, s in enumerate(scores) if s is not None]
+    out = {"n": len(keep), "unscored": len(scores) - len(keep),
+           "pooled": {k: _round(v) for k, v in correlations([scores[i] for i in keep],
+                                                             [human[i] for i in keep]).items()}}
+    if groups is not None:
+        by_group: dict[Hashable, list[int]] = {}
+        for i in keep:
+            by_group.setdefault(groups[i], []).append(i)
+        per = [correlations([scores[i] for i in idx], [human[i] for i in idx]) for idx in by_group.values()]
+        out["per_context"] = {}
+        for k in CORRELATIONS:
+            defined = [c[k] for c in per if c[k] is not None]
+            out["per_context"][k] = _round(sum(defined) / len(defined) if defined else None)
+        out["per_context"]["contexts"] = len(by_group)
+        out["per_context"]["undefined"] = {k: sum(1 for c in per if c[k] is None) for k in CORRELATIONS}
+    return out

@@ -1,16 +1,34 @@
-"""python manage.py metaeval debates
+"""python manage.py metaeval debates | pairs FILE --evaluator NAME | scores PATH --evaluator NAME
+--criterion C|all | topical-pairs --data PATH --out FILE
 
 `debates`: per scenario and criterion, the example-level agreement rate (seed 003 eq. 2) of the
 debate and of each single judge with the experts' verdicts, with the system-level agreement
-(eq. 3) as agreed/compared system pairs. Prints a table, then, as its last line, one JSON object
-with every figure the table shows (apps/annotate/report.py defines them).
+(eq. 3) as agreed/compared system pairs (apps/annotate/report.py defines them).
+
+`pairs`: an evaluator (lib/evaluators.py) against the human labels of a pairs file (JSONL, see
+lib/metaeval.py `read_pairs`): accuracy on the pairs humans did not tie, agreement counting ties,
+both per category, undecided verdicts, and system-level agreement (`pairs_report`).
+
+`scores`: an evaluator's absolute scores of the Topical-Chat USR responses against the human scores,
+per criterion: Pearson, Spearman, Kendall, pooled and per dialogue context (`score_correlations`).
+
+`topical-pairs`: writes the pairs file derived from Topical-Chat USR (lib/topical_chat.py).
+
+Each report prints a table, then, as its last line, one JSON object with every figure it shows; a
+bad input is a CommandError and prints no JSON.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
+
+from lib import topical_chat
+from lib.evaluators import EvaluatorError, available_evaluators, get_evaluator
+from lib.metaeval import CORRELATIONS, PairsFileError, pairs_report, read_pairs, score_correlations
 
 from ...report import DEBATE, debates_report
 
@@ -37,9 +55,24 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)
         sub.add_parser("debates", help="agreement of each single judge and of the debate with the experts' verdicts")
+        evaluators = ", ".join(available_evaluators())
+        pairs = sub.add_parser("pairs", help="an evaluator's pairwise verdicts against human labels (JSONL file)")
+        pairs.add_argument("file", help="JSONL: id, question, category, answer_a, answer_b, human (a|b|tie), "
+                                        "optional reference, model_a, model_b")
+        pairs.add_argument("--evaluator", required=True, help=f"one of: {evaluators}")
+        scores = sub.add_parser("scores",
+                                help="correlation of an evaluator's scores with Topical-Chat USR human scores")
+        scores.add_argument("path", help="topical_chat_usr.json")
+        scores.add_argument("--evaluator", required=True, help=f"one of: {evaluators}")
+        scores.add_argument("--criterion", default="all",
+                            help=f"one of {', '.join(topical_chat.CRITERIA)}, or all (the default)")
+        derive = sub.add_parser("topical-pairs", help="write the pairs file derived from Topical-Chat USR")
+        derive.add_argument("--data", required=True, help="topical_chat_usr.json")
+        derive.add_argument("--out", required=True, help="the JSONL file to write")
+        derive.add_argument("--criterion", default="overall", help="the human score that decides a pair")
 
     def handle(self, *args, action, **opts):
-        return getattr(self, f"do_{action}")(**opts)
+        return getattr(self, f"do_{action.replace('-', '_')}")(**opts)
 
     def do_debates(self, **_):
         report = debates_report()
@@ -58,3 +91,113 @@ class Command(BaseCommand):
                           f"{report.expert_verdicts} expert verdicts; '{DEBATE}' is scored only where it reached "
                           f"consensus; judges by their independent round-0 verdict.")
         self.stdout.write(json.dumps(report.as_json(), sort_keys=True))
+
+    def _evaluator(self, spec: str):
+        try:
+            return get_evaluator(spec)
+        except EvaluatorError as exc:
+            raise CommandError(str(exc)) from None
+
+    def _table(self, head: list[str], rows: list[list[str]]) -> None:
+        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+        for row in [head, *rows]:
+            self.stdout.write("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+
+    def do_pairs(self, *, file, evaluator, **_):
+        path = Path(file)
+        try:
+            with path.open(encoding="utf-8") as lines:
+                pairs = read_pairs(lines, source=str(path))
+        except OSError as exc:
+            raise CommandError(f"cannot read {path}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise CommandError(f"{path} is not UTF-8 text: {exc}") from None
+        except PairsFileError as exc:
+            raise CommandError(str(exc)) from None
+        judge = self._evaluator(evaluator)
+        started = time.perf_counter()
+        try:
+            verdicts = judge.compare(pairs)
+            report = pairs_report(pairs, verdicts)
+        except (EvaluatorError, ValueError) as exc:
+            raise CommandError(f"{evaluator}: {exc}") from None
+        seconds = time.perf_counter() - started
+
+        def row(name: str, r: dict) -> list[str]:
+            sys_cell = f"{r['system_agreed']}/{r['system_compared']}" if "system_compared" in r else "—"
+            return [printable(name), str(r["n"]), str(r["human_ties"]),
+                    _rate(r["accuracy_non_tie"], r["agreed_non_tie"], r["non_tie"]),
+                    _rate(r["agreement_with_ties"], r["agreed_with_ties"], r["n"]),
+                    str(r["undecided"]), str(r["evaluator_ties"]), sys_cell]
+
+        overall = dict(report)
+        if report["system_level"]:
+            overall.update(system_agreed=report["system_level"]["agreed"],
+                           system_compared=report["system_level"]["compared"])
+        self._table(["category", "pairs", "human ties", "accuracy (non-tie)", "agreement (with ties)", "undecided",
+                     "evaluator ties", "system pairs agreed"],
+                    [*(row(c, r) for c, r in report["per_category"].items()), row("overall", overall)])
+        if report["system_level"]:
+            self.stdout.write("")
+            self._table(["category", "system pair", "pairs", "human mode", "evaluator mode", "agree"],
+                        [[printable(s["category"]), printable(" vs ".join(s["systems"])), str(s["n"]),
+                          printable(s["human_mode"] or "(tied)"), printable(s["evaluator_mode"] or "(tied)"),
+                          {1: "yes", 0: "no", None: "—"}[s["agreed"]]] for s in report["system_level"]["pairs"]])
+        self.stdout.write(f"evaluator {printable(evaluator)} on {len(pairs)} pairs in {seconds:.1f} s. accuracy: "
+                          f"seed 003 eq. (2) on the pairs humans did not tie; agreement: eq. (2) on all pairs, a "
+                          f"tie agreeing with a human tie; undecided verdicts count as wrong; system pairs: eq. (3) "
+                          f"per category and system pair, agreed/compared (tied modes left out).")
+        self.stdout.write(json.dumps({"evaluator": evaluator, "evaluator_params": judge.params, "file": str(path),
+                                      "seconds": round(seconds, 2), **report}, sort_keys=True))
+
+    def do_scores(self, *, path, evaluator, criterion, **_):
+        if criterion != "all" and criterion not in topical_chat.CRITERIA:
+            raise CommandError(f"unknown criterion {criterion!r}; known: {', '.join(topical_chat.CRITERIA)}, all")
+        criteria = topical_chat.CRITERIA if criterion == "all" else (criterion,)
+        try:
+            items = topical_chat.scored_items(topical_chat.load(path))
+        except topical_chat.TopicalChatError as exc:
+            raise CommandError(str(exc)) from None
+        judge = self._evaluator(evaluator)
+        groups = [item["context_id"] for item in items]
+        results, started = {}, time.perf_counter()
+        for c in criteria:
+            try:
+                scores = judge.score(items, c)
+            except EvaluatorError as exc:
+                raise CommandError(f"{evaluator}: {exc}") from None
+            if len(scores) != len(items):
+                raise CommandError(f"{evaluator}: {len(scores)} scores for {len(items)} responses")
+            results[c] = score_correlations([item["human"][c] for item in items], scores, groups)
+        seconds = time.perf_counter() - started
+
+        def fmt(x):
+            return "—" if x is None else f"{x:+.3f}"
+
+        self._table(["criterion", "n", "unscored", *(f"pooled {k}" for k in CORRELATIONS),
+                     *(f"per-context {k}" for k in CORRELATIONS)],
+                    [[c, str(r["n"]), str(r["unscored"]), *(fmt(r["pooled"][k]) for k in CORRELATIONS),
+                      *(fmt(r["per_context"][k]) for k in CORRELATIONS)] for c, r in results.items()])
+        self.stdout.write(f"evaluator {printable(evaluator)} on {len(items)} responses in {seconds:.1f} s. pooled: "
+                          f"over all responses (seed 004's E3); per-context: mean over the "
+                          f"{len(set(groups))} dialogue contexts of each context's correlation (G-Eval's setting); "
+                          f"kendall is tau-b. Reference for reference-based evaluators: the knowledge fact.")
+        self.stdout.write(json.dumps({"evaluator": evaluator, "evaluator_params": judge.params, "data": str(path),
+                                      "n": len(items), "reference": "knowledge fact (`context`)",
+                                      "seconds": round(seconds, 2), "criteria": results}, sort_keys=True))
+
+    def do_topical_pairs(self, *, data, out, criterion, **_):
+        try:
+            pairs = topical_chat.derive_pairs(topical_chat.load(data), criterion)
+        except topical_chat.TopicalChatError as exc:
+            raise CommandError(str(exc)) from None
+        try:
+            Path(out).write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs), encoding="utf-8")
+        except OSError as exc:
+            raise CommandError(f"cannot write {out}: {exc.strerror or exc}") from None
+        ties = sum(1 for p in pairs if p["human"] == "tie")
+        self.stdout.write(f"wrote {len(pairs)} pairs ({ties} human ties on {criterion}) to {out}")
+
+
+def _rate(rate, agreed: int, n: int) -> str:
+    return "—" if rate is None else f"{rate:.3f} ({agreed}/{n})"
