@@ -47,6 +47,17 @@ VERDICTS = (FIRST, SECOND, NEITHER)
 VERDICT_MEANING = {FIRST: "Submission 1 is better", SECOND: "Submission 2 is better", NEITHER: "neither is better"}
 DEFAULT_ROUNDS = 3  # D: round 0 and up to two discussion rounds, as in the seed's recorded debates
 MAX_WORDS = 150  # the reasoning length the prompts ask for
+# The seed's criteria in short (its rubrics score 1 to 5; the debate compares two answers).
+CRITERIA = {
+    "helpfulness": "How well the response serves the user's need: relevant, clear and detailed enough to be "
+                   "useful, at best adding insight beyond the bare answer.",
+    "creativity": "How original and imaginative the response is: fresh ideas explored in depth, coherent and "
+                  "on topic rather than generic.",
+    "interpretability": "How easy the response, code above all, is to understand: a clear structure, meaningful "
+                        "names, and explanations or comments for its parts.",
+    "reasoning": "How sound the reasoning is: a correct method and result, reached through coherent steps that "
+                 "are explained clearly.",
+}
 
 
 class DebateError(ValueError):

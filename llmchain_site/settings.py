@@ -209,3 +209,12 @@ LLMCHAIN_ORACLE_METRIC = os.environ.get("LLMCHAIN_ORACLE_METRIC", "bertscore")
 LLMCHAIN_ORACLE_BATCH = int(os.environ.get("LLMCHAIN_ORACLE_BATCH", "16"))  # jobs scored together
 # A worker's claim on a job lasts this long; a killed worker's jobs pass to another after it.
 LLMCHAIN_ORACLE_LEASE_S = float(os.environ.get("LLMCHAIN_ORACLE_LEASE_S", "120"))
+
+# --- Live debates between judge models (apps/oracle/debates.py, seed 003) -------------------------
+LLMCHAIN_DEBATE_CRITERION = os.environ.get("LLMCHAIN_DEBATE_CRITERION", "helpfulness")
+LLMCHAIN_DEBATE_ROUNDS = int(os.environ.get("LLMCHAIN_DEBATE_ROUNDS", "3"))  # D: round 0 + up to 2 discussions
+LLMCHAIN_DEBATE_MAX_TOKENS = int(os.environ.get("LLMCHAIN_DEBATE_MAX_TOKENS", "320"))  # per judge reply
+LLMCHAIN_DEBATE_TEMPERATURE = float(os.environ.get("LLMCHAIN_DEBATE_TEMPERATURE", "0.7"))
+LLMCHAIN_DEBATE_TIMEOUT_S = float(os.environ.get("LLMCHAIN_DEBATE_TIMEOUT_S", "180"))  # per judge reply
+LLMCHAIN_DEBATE_LEASE_S = float(os.environ.get("LLMCHAIN_DEBATE_LEASE_S", "1800"))  # a whole debate
+LLMCHAIN_DEBATE_EXPERTS = int(os.environ.get("LLMCHAIN_DEBATE_EXPERTS", "1"))  # verdicts asked per disagreement

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from django.db import transaction
 
-from lib.debate import consensus
+from lib.debate import CRITERIA, consensus
 
 from .models import Debate, DebateTurn, QueueItem
 
@@ -49,17 +49,6 @@ SYSTEMS = {
     "gpt3.5": ("gpt-3.5-turbo", "gpt3.5"),
     "claude": ("claude-instant", "claude-instant"),
     "gemini": ("gemini-pro", "gemini"),
-}
-# Short statements of the seed's criteria (its rubrics score 1 to 5; the debate compares two answers).
-CRITERIA = {
-    "helpfulness": "How well the response serves the user's need: relevant, clear and detailed enough to be "
-                   "useful, at best adding insight beyond the bare answer.",
-    "creativity": "How original and imaginative the response is: fresh ideas explored in depth, coherent and "
-                  "on topic rather than generic.",
-    "interpretability": "How easy the response, code above all, is to understand: a clear structure, meaningful "
-                        "names, and explanations or comments for its parts.",
-    "reasoning": "How sound the reasoning is: a correct method and result, reached through coherent steps that "
-                 "are explained clearly.",
 }
 SCENARIOS = {"opendomain_general": "open-domain general", "opendomain_science": "open-domain science",
              "write": "writing", "code": "coding"}

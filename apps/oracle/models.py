@@ -42,3 +42,51 @@ class EvaluationJob(models.Model):
 
     def __str__(self) -> str:
         return f"{self.interaction_id} {self.status}"
+
+
+class DebateJob(models.Model):
+    """A debate to hold between the judge models over a pair of answers the site holds (seed 003).
+
+    Everything the judges are shown is fixed when the job is made, the seed included, so the
+    driver replays the same prompts after a crash; every reply is saved the moment it arrives
+    (`replies`, keyed by agent and prompt digest) and is never asked for twice. The finished
+    debate becomes an annotate.Debate (same `key`), queued for experts when the judges disagree.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        DEBATING = "debating"  # some replies are in
+        DONE = "done"  # the Debate row exists
+        FAILED = "failed"
+
+    key = models.CharField(max_length=200, unique=True)  # the Debate's key: one debate per pair and criterion
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    criterion = models.CharField(max_length=100)
+    criterion_description = models.TextField(blank=True)
+    scenario = models.CharField(max_length=100, blank=True)
+    question = models.TextField()
+    submission_1 = models.TextField()
+    submission_2 = models.TextField()
+    system_1 = models.CharField(max_length=100, blank=True)
+    system_2 = models.CharField(max_length=100, blank=True)
+    context_id = models.CharField(max_length=66, blank=True)
+    model_1 = models.CharField(max_length=66, blank=True)
+    model_2 = models.CharField(max_length=66, blank=True)
+    origin = models.JSONField(default=dict, blank=True)
+    judges = models.JSONField(default=list)  # registered judge models' pks, in speaking order
+    rounds = models.PositiveSmallIntegerField(default=3)  # D
+    seed = models.BigIntegerField()  # the submission orders, the discussion orders and the sampling seeds
+    replies = models.JSONField(default=dict, blank=True)  # "<judge pk>:<sha256 of prompt>" -> reply text
+    debate = models.OneToOneField("annotate.Debate", null=True, blank=True, on_delete=models.SET_NULL,
+                                  related_name="job")
+    attempts = models.PositiveIntegerField(default=0)
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.key} {self.status}"

@@ -1,0 +1,379 @@
+"""Live debates (seed 003) between the judge models over pairs of answers the site already holds.
+
+Where pairs come from:
+- `from_reference(interaction, reference)`: the interaction's answer against one reference
+  answer the oracle collected for it (EvaluationJob.references);
+- `from_same_prompt(a, b)`: two models' answers to the same first-turn prompt in one context
+  (e.g. two models of the MT-Bench replay);
+- `sample(n)`: up to n pairs of either kind that have not been debated under the criterion,
+  drawn with a seeded RNG. The command `manage.py debate` asks for them on demand.
+
+Holding a debate (`hold`): the judges are registered models flagged `is_judge`, reached through
+the gateway. lib/debate.run_debate drives the rounds with a RNG seeded by the job, so a restart
+replays the same prompts; each reply is saved on the job as it arrives and is never asked for
+twice. A finished debate becomes an annotate.Debate with its transcript, and a QueueItem when
+the judges still disagree, in one transaction keyed by the job's key: never recorded twice.
+Judges sample at LLMCHAIN_DEBATE_TEMPERATURE with a per-judge, per-round seed, so two
+registrations of one model are two independent judges, and a rerun of a job asks the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import random
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F, Min, Q
+from django.utils import timezone
+
+from apps.annotate.models import Debate, DebateTurn, QueueItem
+from apps.chat.conversations import history
+from apps.chat.gateway import Gateway, GatewayError
+from apps.chat.health import running_models
+from apps.chat.models import Interaction, RegisteredModel
+from apps.chat.providers import endpoint_of, prompt_key
+from lib import debate as protocol
+
+from .models import DebateJob
+
+log = logging.getLogger(__name__)
+S = DebateJob.Status
+ACTIVE = (S.QUEUED, S.DEBATING)
+MAX_ATTEMPTS = 5
+
+
+class DebateRequestError(ValueError):
+    """A debate that cannot be asked for as described; the message says what is wrong."""
+
+
+# --- what the judges are asked about -----------------------------------------------------------
+
+def criterion_of(name: str | None) -> tuple[str, str]:
+    name = (name or settings.LLMCHAIN_DEBATE_CRITERION).strip()
+    if name not in protocol.CRITERIA:
+        raise DebateRequestError(f"unknown criterion {name!r}: choose one of {', '.join(sorted(protocol.CRITERIA))}")
+    return name, protocol.CRITERIA[name]
+
+
+def judge_models(names: list[str] | None = None) -> list[RegisteredModel]:
+    """The judges, one agent each: the named models (a name given twice sits twice), or every
+    running model flagged as a judge; a lone running judge sits twice, as two agents that sample
+    with their own seeds."""
+    if names:
+        found = {m.name: m for m in RegisteredModel.objects.filter(name__in=names)}
+        missing = [n for n in dict.fromkeys(names) if n not in found]
+        if missing:
+            raise DebateRequestError(f"no registered model named {', '.join(map(repr, missing))}")
+        judges = [found[n] for n in names]
+        not_judges = list(dict.fromkeys(m.name for m in judges if not m.is_judge))
+        if not_judges:
+            raise DebateRequestError(f"{', '.join(not_judges)} {'is' if len(not_judges) == 1 else 'are'} not "
+                                     "flagged as a judge")
+    else:
+        judges = list(running_models().filter(is_judge=True).order_by("name"))
+        if len(judges) == 1:
+            judges *= 2
+    replays = list(dict.fromkeys(m.name for m in judges if m.kind != RegisteredModel.Kind.OPENAI))
+    if replays:
+        raise DebateRequestError(f"{', '.join(replays)} cannot judge: a replay model only repeats recorded answers")
+    if len(judges) < 2:
+        raise DebateRequestError("a debate needs at least two judges and no running model is flagged as a "
+                                 "judge (set is_judge on a registered model, or name the judges)")
+    return judges
+
+
+def agent_names(judges: list[RegisteredModel]) -> list[str]:
+    """One name per agent: the model's name, with "#2", "#3" for a model that sits again."""
+    seen: dict[str, int] = {}
+    names = []
+    for m in judges:
+        seen[m.name] = seen.get(m.name, 0) + 1
+        names.append(m.name if seen[m.name] == 1 else f"{m.name} #{seen[m.name]}")
+    return names
+
+
+def _question(interaction: Interaction) -> str:
+    """The prompt, preceded by the conversation's earlier turns when there are any."""
+    messages = history(interaction)
+    if len(messages) == 1:
+        return interaction.prompt
+    lines = [f"{'User' if m['role'] == 'user' else 'Assistant'}: {m['content']}" for m in messages[:-1]]
+    return "Earlier in the conversation:\n" + "\n\n".join(lines) + f"\n\nThe question now:\n{interaction.prompt}"
+
+
+@dataclass(frozen=True)
+class Pair:
+    key: str  # without the criterion
+    question: str
+    submission_1: str
+    submission_2: str
+    system_1: str
+    system_2: str
+    model_1: str
+    model_2: str
+    context_id: str
+    scenario: str
+    origin: dict = field(default_factory=dict)
+
+
+def _done(interaction: Interaction) -> None:
+    if interaction.status != Interaction.Status.DONE or not interaction.answer.strip():
+        raise DebateRequestError(f"interaction {interaction.interaction_id} has no answer to judge")
+
+
+def from_reference(interaction: Interaction, reference: str | None = None) -> Pair:
+    """The interaction's answer (submission 1) against a reference answer the oracle collected
+    for it (submission 2): the one of the model named or with this on-chain id, else the first."""
+    _done(interaction)
+    job = getattr(interaction, "evaluation", None)
+    refs = [r for r in (job.references if job else []) if r.get("text")]
+    if reference:
+        refs = [r for r in refs if reference in (r.get("model"), r.get("name"))]
+    if not refs:
+        raise DebateRequestError(f"interaction {interaction.interaction_id} has no reference answer"
+                                 + (f" from {reference!r}" if reference else " yet (the oracle collects them)"))
+    ref = refs[0]
+    conv = interaction.conversation
+    return Pair(key=f"live:reference:{interaction.interaction_id}:{ref['model']}", question=_question(interaction),
+                submission_1=interaction.answer, submission_2=ref["text"], system_1=conv.model.name,
+                system_2=ref.get("name", ""), model_1=conv.model.model_id, model_2=ref["model"],
+                context_id=conv.context.context_id, scenario=conv.context.name,
+                origin={"kind": "reference", "interactions": [interaction.interaction_id]})
+
+
+def _first_turn(interaction: Interaction) -> bool:
+    return not Interaction.objects.filter(conversation_id=interaction.conversation_id, id__lt=interaction.id).exists()
+
+
+def from_same_prompt(a: Interaction, b: Interaction) -> Pair:
+    """Two models' answers to the same first-turn prompt in one context."""
+    _done(a)
+    _done(b)
+    ca, cb = a.conversation, b.conversation
+    if ca.context_id != cb.context_id:
+        raise DebateRequestError("the two interactions were asked in different contexts")
+    if ca.model_id == cb.model_id:
+        raise DebateRequestError("the two answers come from the same model: nothing to compare")
+    if prompt_key(a.prompt) != prompt_key(b.prompt):
+        raise DebateRequestError("the two interactions answer different prompts")
+    if not (_first_turn(a) and _first_turn(b)):
+        raise DebateRequestError("only first turns can be compared: later turns answer different histories")
+    a, b = sorted((a, b), key=lambda i: i.interaction_id)
+    ca, cb = a.conversation, b.conversation
+    return Pair(key=f"live:same-prompt:{a.interaction_id}:{b.interaction_id}", question=a.prompt,
+                submission_1=a.answer, submission_2=b.answer, system_1=ca.model.name, system_2=cb.model.name,
+                model_1=ca.model.model_id, model_2=cb.model.model_id, context_id=ca.context.context_id,
+                scenario=ca.context.name, origin={"kind": "same-prompt", "interactions": [a.interaction_id,
+                                                                                          b.interaction_id]})
+
+
+def candidate_pairs(context=None) -> list[Pair]:
+    """Every pair of either kind the site holds (in the context, if given), in a stable order."""
+    done = Interaction.objects.filter(status=Interaction.Status.DONE).exclude(answer="").select_related(
+        "conversation__model", "conversation__context", "evaluation")
+    if context is not None:
+        done = done.filter(conversation__context=context)
+    pairs: list[Pair] = []
+    first_turns: dict[tuple[int, str], list[Interaction]] = {}
+    firsts = set(Interaction.objects.values("conversation_id").annotate(first=Min("id")).values_list(
+        "first", flat=True))
+    for interaction in done.order_by("id"):
+        job = getattr(interaction, "evaluation", None)
+        for ref in (job.references if job else []):
+            if ref.get("text"):
+                pairs.append(from_reference(interaction, ref["model"]))
+        if interaction.id in firsts:
+            first_turns.setdefault((interaction.conversation.context_id, prompt_key(interaction.prompt)),
+                                   []).append(interaction)
+    for group in first_turns.values():
+        latest: dict[int, Interaction] = {}
+        for i in group:  # one answer per model: its latest
+            latest[i.conversation.model_id] = i
+        answers = sorted(latest.values(), key=lambda i: i.interaction_id)
+        for x in range(len(answers)):
+            for y in range(x + 1, len(answers)):
+                pairs.append(from_same_prompt(answers[x], answers[y]))
+    return pairs
+
+
+# --- jobs ----------------------------------------------------------------------------------------
+
+def request(pair: Pair, *, criterion: str | None = None, judges: list[RegisteredModel] | None = None,
+            rounds: int | None = None, seed: int | None = None) -> tuple[DebateJob, bool]:
+    """Queue a debate over the pair; returns (job, created). Asking twice returns the first job."""
+    name, description = criterion_of(criterion)
+    judges = judges if judges is not None else judge_models()
+    rounds = check_rounds(rounds)
+    key = f"{pair.key}:{name}"
+    if len(key) > 200:
+        raise DebateRequestError("the debate key is too long")
+    try:
+        with transaction.atomic():
+            return DebateJob.objects.get_or_create(key=key, defaults=dict(
+                criterion=name, criterion_description=description, scenario=pair.scenario[:100],
+                question=pair.question, submission_1=pair.submission_1, submission_2=pair.submission_2,
+                system_1=pair.system_1[:100], system_2=pair.system_2[:100], context_id=pair.context_id,
+                model_1=pair.model_1, model_2=pair.model_2, origin=pair.origin, judges=[m.pk for m in judges],
+                rounds=rounds, seed=seed if seed is not None else random.SystemRandom().getrandbits(62)))
+    except IntegrityError:  # made meanwhile by another request
+        return DebateJob.objects.get(key=key), False
+
+
+def check_rounds(rounds: int | None) -> int:
+    rounds = rounds if rounds is not None else settings.LLMCHAIN_DEBATE_ROUNDS
+    if not isinstance(rounds, int) or isinstance(rounds, bool) or not 1 <= rounds <= 10:
+        raise DebateRequestError(f"rounds must be a whole number from 1 to 10, not {rounds!r}")
+    return rounds
+
+
+def sample(n: int, *, context=None, criterion: str | None = None, judges=None, seed: int | None = None,
+           rounds: int | None = None) -> list[DebateJob]:
+    """Queue debates over up to n pairs not debated yet under the criterion, drawn at random."""
+    if n < 1:
+        raise DebateRequestError(f"ask for at least one debate, not {n}")
+    name, _ = criterion_of(criterion)
+    rounds = check_rounds(rounds)
+    judges = judges if judges is not None else judge_models()
+    taken = set(DebateJob.objects.filter(criterion=name).values_list("key", flat=True))
+    fresh = [p for p in candidate_pairs(context) if f"{p.key}:{name}" not in taken]
+    rng = random.Random(seed)
+    chosen = rng.sample(fresh, min(n, len(fresh)))
+    return [request(p, criterion=name, judges=judges, rounds=rounds)[0] for p in chosen]
+
+
+def claim(limit: int = 1, lease_s: float | None = None) -> list[DebateJob]:
+    lease_s = lease_s if lease_s is not None else settings.LLMCHAIN_DEBATE_LEASE_S
+    now = timezone.now()
+    free = Q(status__in=ACTIVE) & (Q(claimed_until=None) | Q(claimed_until__lt=now))
+    taken = []
+    for pk in list(DebateJob.objects.filter(free).order_by("id").values_list("pk", flat=True)[:limit]):
+        if DebateJob.objects.filter(free, pk=pk).update(claimed_until=now + timedelta(seconds=lease_s),
+                                                        attempts=F("attempts") + 1):
+            taken.append(DebateJob.objects.get(pk=pk))
+    return taken
+
+
+def _reply_key(agent: str, prompt: str) -> str:
+    return f"{agent}:{hashlib.sha256(prompt.encode()).hexdigest()}"
+
+
+def _sampling_seed(job: DebateJob, agent: str, prompt: str) -> int:
+    digest = hashlib.sha256(f"{job.seed}:{agent}:{prompt}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+class _Asker:
+    """ask(agent, prompt) for run_debate: a saved reply if there is one, else the judge's answer,
+    saved at once."""
+
+    def __init__(self, job: DebateJob, judges: dict[str, RegisteredModel], gateway: Gateway):
+        self.job, self.judges, self.gateway = job, judges, gateway
+        self.asked = 0
+
+    def __call__(self, agent: str, prompt: str) -> str:
+        key = _reply_key(agent, prompt)
+        if key in self.job.replies:
+            return self.job.replies[key]
+        reply = async_to_sync(self._complete)(agent, prompt)
+        self.asked += 1
+        self.job.replies[key] = reply
+        now = timezone.now()  # each reply also renews the claim: a debate may outlast one lease
+        DebateJob.objects.filter(pk=self.job.pk).update(
+            replies=self.job.replies, status=S.DEBATING, updated_at=now,
+            claimed_until=now + timedelta(seconds=settings.LLMCHAIN_DEBATE_LEASE_S))
+        return reply
+
+    async def _complete(self, agent: str, prompt: str) -> str:
+        async with asyncio.timeout(settings.LLMCHAIN_DEBATE_TIMEOUT_S):
+            return await self.gateway.complete(
+                endpoint_of(self.judges[agent]), [{"role": "user", "content": prompt}],
+                max_tokens=settings.LLMCHAIN_DEBATE_MAX_TOKENS, temperature=settings.LLMCHAIN_DEBATE_TEMPERATURE,
+                seed=_sampling_seed(self.job, agent, prompt))
+
+
+def _fail(job: DebateJob, error: str) -> None:
+    DebateJob.objects.filter(pk=job.pk).update(status=S.FAILED, last_error=error[:2000], claimed_until=None,
+                                               updated_at=timezone.now())
+    job.status, job.last_error = S.FAILED, error
+
+
+def hold(job: DebateJob, gateway: Gateway | None = None) -> Debate | None:
+    """Hold (or finish) the job's debate; the Debate row, or None when it must wait or failed."""
+    if job.debate_id is not None:
+        return job.debate
+    judges = {m.pk: m for m in RegisteredModel.objects.filter(pk__in=job.judges)}
+    gone = sorted({pk for pk in job.judges if pk not in judges})
+    if gone:
+        _fail(job, f"judge model(s) {gone} are no longer registered")
+        return None
+    sitting = [judges[pk] for pk in job.judges]
+    by_name = dict(zip(agent_names(sitting), sitting))
+    spec = protocol.Debate(criterion=job.criterion, criterion_description=job.criterion_description,
+                           scenario=job.scenario, question=job.question, submission_1=job.submission_1,
+                           submission_2=job.submission_2, agents=tuple(by_name))
+    asker = _Asker(job, by_name, gateway or Gateway())
+    try:
+        result = protocol.run_debate(spec, asker, rounds=job.rounds, rng=random.Random(job.seed))
+    except protocol.DebateError as exc:
+        _fail(job, str(exc))
+        return None
+    except (GatewayError, TimeoutError) as exc:
+        error = str(exc) or f"no answer within {settings.LLMCHAIN_DEBATE_TIMEOUT_S:g} s"
+        permanent = getattr(exc, "permanent", False)
+        if permanent or job.attempts >= MAX_ATTEMPTS:
+            _fail(job, f"a judge failed: {error}")
+        else:  # kept replies stay; the job is retried after its lease
+            retry_in = timedelta(seconds=min(30 * 2 ** job.attempts, settings.LLMCHAIN_DEBATE_LEASE_S))
+            DebateJob.objects.filter(pk=job.pk).update(last_error=error[:2000], updated_at=timezone.now(),
+                                                       claimed_until=timezone.now() + retry_in)
+        log.warning("debate %s: %s", job.key, error)
+        return None
+    return record(job, result)
+
+
+def record(job: DebateJob, result: protocol.DebateResult) -> Debate:
+    """Save the finished debate, its turns and (on disagreement) its queue item: once."""
+    speakers = {name: place for place, name in enumerate(result.debate.agents, start=1)}
+    with transaction.atomic():
+        locked = DebateJob.objects.select_for_update().get(pk=job.pk)
+        if locked.debate_id is not None:
+            return locked.debate
+        debate = Debate.objects.create(
+            source=Debate.Source.LIVE, key=job.key, scenario=job.scenario, criterion=job.criterion,
+            criterion_description=job.criterion_description, question=job.question,
+            submission_1=job.submission_1, submission_2=job.submission_2, system_1=job.system_1,
+            system_2=job.system_2, context_id=job.context_id, model_1=job.model_1, model_2=job.model_2,
+            origin=job.origin, consensus=result.consensus, rounds=result.rounds)
+        DebateTurn.objects.bulk_create([DebateTurn(
+            debate=debate, round=t.round, speaker=speakers[t.agent], agent=t.agent, reasoning=t.reply,
+            verdict=t.verdict, unparseable=t.unparseable, swapped=t.swapped, peers_shown=list(t.peers_shown),
+            prompt=t.prompt) for t in result.turns])
+        if result.disagreement:
+            QueueItem.objects.create(debate=debate, required_verdicts=settings.LLMCHAIN_DEBATE_EXPERTS)
+        DebateJob.objects.filter(pk=job.pk).update(status=S.DONE, debate=debate, claimed_until=None,
+                                                   last_error="", updated_at=timezone.now())
+        if result.consensus is not None and job.context_id:
+            context_id = job.context_id
+            transaction.on_commit(lambda: _bump_board(context_id))
+    job.status, job.debate = S.DONE, debate
+    return debate
+
+
+def _bump_board(context_id: str) -> None:
+    from apps.leaderboard.entries import bump
+
+    bump({context_id})
+
+
+def run_once(limit: int = 1, gateway: Gateway | None = None) -> int:
+    """Hold up to `limit` queued debates; returns how many were taken."""
+    jobs = claim(limit)
+    for job in jobs:
+        hold(job, gateway)
+    return len(jobs)
