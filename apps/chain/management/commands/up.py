@@ -50,6 +50,7 @@ class Command(BaseCommand):
                                             "--port", str(model_url.port or 8100)))
                 self.stdout.write(f"model: built-in {ensure_builtin_model().name} at {settings.LLMCHAIN_BUILTIN_MODEL_URL}")
             children.append(self._child("oracle", "work"))  # scores answers; also runs the health checks
+            children.append(self._child("debate", "work"))  # holds the debates asked for with `debate`
             mtbench = Path(settings.LLMCHAIN_MTBENCH_DIR)
             if not no_demo and (mtbench / "question.jsonl").exists():
                 self.stdout.write(f"models: importing the MT-Bench replay models from {mtbench} in the background")
