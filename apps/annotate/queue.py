@@ -26,6 +26,7 @@ from apps.chat.accounts import profile_of
 from lib.metaeval import category_counts, fleiss_kappa
 
 from .models import ExpertVerdict, QueueItem, Verdict
+from .outcomes import outcome_settled
 
 NOTE_MAX_CHARS = ExpertVerdict._meta.get_field("note").max_length
 _CLAIM_ATTEMPTS = 50  # each failed attempt means another expert took that item just now
@@ -170,6 +171,8 @@ def submit(expert, item_id: int, verdict, note: str = "") -> ExpertVerdict:
                  claimed_by=None, claim_expires_at=None, resolved_at=now if resolved else None)
         if not changed:  # the claim ran out (and was taken) between the checks and here
             raise ClaimExpired("Your hold on this item expired; take the next item.")
+        if resolved:  # the debate now has an outcome: its context's debate ratings move
+            outcome_settled(item.debate.context_id)
     return answer
 
 

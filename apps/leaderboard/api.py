@@ -49,6 +49,10 @@ class BoardRowSerializer(serializers.Serializer):
     spark = serializers.ListField(child=serializers.FloatField(), help_text="R over the pair's history, thinned.")
     block_number = serializers.IntegerField(help_text="Block of the last change.")
     changed_at = serializers.DateTimeField(allow_null=True, help_text="Timestamp of that block.")
+    debate_elo = serializers.FloatField(allow_null=True, help_text="Bradley–Terry rating on the Elo scale from the "
+                                        "debates settled on this site in this context (see `debate`); null without "
+                                        "one. Not on-chain.")
+    debate_games = serializers.IntegerField(help_text="Settled debates debate_elo rests on.")
 
 
 class BoardSerializer(serializers.Serializer):
@@ -59,6 +63,7 @@ class BoardSerializer(serializers.Serializer):
     min_evaluations = serializers.IntegerField(help_text="Evaluations (automatic + human) needed to be ranked.")
     rule = serializers.CharField()
     band = serializers.CharField(help_text="How the R band is computed, in plain words.")
+    debate = serializers.CharField(help_text="What debate_elo is, in plain words.")
     ranked = BoardRowSerializer(many=True)
     provisional = BoardRowSerializer(many=True, help_text="Models with fewer than min_evaluations evaluations.")
 
@@ -71,13 +76,15 @@ def row_data(row: boards.BoardRow) -> dict:
             "evaluations": row.evaluations,
             "r_band": None if row.band_lo is None else [row.band_lo, row.band_hi], "r_band_n": row.band_n,
             "spark": list(row.spark), "block_number": row.block_number,
-            "changed_at": row.changed_at.isoformat() if row.changed_at else None}
+            "changed_at": row.changed_at.isoformat() if row.changed_at else None,
+            "debate_elo": row.debate_elo, "debate_games": row.debate_games}
 
 
 def board_data(board: boards.Board) -> dict:
     return {"context": {"context_id": board.context_id, "name": board.context_name},
             "generated_at": board.generated_at.isoformat(), "sort": board.sort, "dir": board.direction,
             "min_evaluations": board.min_evaluations, "rule": board.rule, "band": boards.BAND_TEXT,
+            "debate": boards.DEBATE_TEXT,
             "ranked": [row_data(r) for r in board.ranked], "provisional": [row_data(r) for r in board.provisional]}
 
 

@@ -2,7 +2,9 @@
 
 `build_board` is the single domain function: it resolves the context, names each model from the
 registry (or its short on-chain id), splits the models with too few evaluations off as provisional,
-ranks the others by R (ties broken by name), and orders both lists by the requested column.
+ranks the others by R (ties broken by name), and orders both lists by the requested column. Beside
+the on-chain numbers each row carries the model's debate rating in the context (apps.annotate.outcomes),
+which is the site's own and not on-chain.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from django.db.models import Count
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.annotate.outcomes import debate_ratings
 from apps.chain.models import Context
 from lib.boardstats import BAND_LEVEL, BAND_MIN_HUMAN, BAND_RESAMPLES
 from lib.reputation import GLOBAL_CONTEXT_ID, WAD
@@ -29,7 +32,7 @@ GLOBAL_NAME = "Global"
 ONCHAIN_ID = re.compile(r"^0x[0-9a-fA-F]{64}$")  # a bytes32 id: a context's or a model's
 
 # Sort keys, their labels, and the direction a first click sorts in.
-SORT_KEYS = ("r", "ra", "rh", "n_auto", "n_human", "name", "block")
+SORT_KEYS = ("r", "ra", "rh", "n_auto", "n_human", "name", "block", "debate_elo")
 DEFAULT_SORT = "r"
 DIRECTIONS = ("asc", "desc")
 
@@ -61,6 +64,13 @@ BAND_TEXT = (
     f"from the chain gets the same one.")
 
 
+DEBATE_TEXT = (
+    "Debate Elo is a Bradley–Terry rating on the Elo scale (a model with no debates would stand at 1000; 400 "
+    "points apart = 10:1 odds), fitted to the debates held on this site between models' answers in this context: "
+    "the agents' verdict when they agreed, else the experts' majority verdict. It is the site's own, not on-chain, "
+    "so /verify does not check it.")
+
+
 def rule_text(minimum: int) -> str:
     noun = "evaluation" if minimum == 1 else "evaluations"
     return (f"A model needs at least {minimum} {noun} (automatic and human together) in this context "
@@ -83,12 +93,15 @@ class BoardRow:
     band_hi: float | None = None
     band_n: int = 0
     rank: int | None = None  # None: provisional
+    debate_elo: float | None = None  # None: no settled debate in this context
+    debate_games: int = 0
 
     @classmethod
-    def from_entry(cls, e: BoardEntry) -> "BoardRow":
+    def from_entry(cls, e: BoardEntry, debate: tuple[float, int] | None = None) -> "BoardRow":
         return cls(model_id=e.model_id, name=e.name, r=e.r, ra=e.ra, rh=e.rh, n_auto=e.n_auto, n_human=e.n_human,
                    block_number=e.block_number, changed_at=e.changed_at, spark=tuple(e.spark), band_lo=e.band_lo,
-                   band_hi=e.band_hi, band_n=e.band_n)
+                   band_hi=e.band_hi, band_n=e.band_n, debate_elo=debate[0] if debate else None,
+                   debate_games=debate[1] if debate else 0)
 
     @property
     def evaluations(self) -> int:
@@ -104,7 +117,7 @@ class BoardRow:
 
     def value(self, sort: str):
         return {"r": self.r, "ra": self.ra, "rh": self.rh, "n_auto": self.n_auto, "n_human": self.n_human,
-                "block": self.block_number, "name": self.name.casefold()}[sort]
+                "block": self.block_number, "name": self.name.casefold(), "debate_elo": self.debate_elo}[sort]
 
 
 @dataclass(frozen=True)
@@ -171,9 +184,12 @@ def context_name(context_id: str) -> str:
 
 
 def _order(rows: list[BoardRow], sort: str, direction: str) -> list[BoardRow]:
-    """Rows ordered by one column; ties always broken by name (A→Z), then model id."""
+    """Rows ordered by one column; ties always broken by name (A→Z), then model id; rows without a value
+    in the column (no debate rating) last either way."""
     rows = sorted(rows, key=lambda row: (row.name.casefold(), row.model_id))
-    return sorted(rows, key=lambda row: row.value(sort), reverse=direction == "desc")  # stable
+    valued = [row for row in rows if row.value(sort) is not None]
+    return (sorted(valued, key=lambda row: row.value(sort), reverse=direction == "desc")  # stable
+            + [row for row in rows if row.value(sort) is None])
 
 
 def rank_rows(rows: list[BoardRow], sort: str, direction: str, minimum: int) -> tuple[list, list]:
@@ -192,7 +208,10 @@ def build_board(context_id: str | None, sort: str | None = None, direction: str 
     context_id = parse_context_id(context_id)
     sort, direction = parse_sort(sort, direction, strict=strict)
     name = context_name(context_id)
-    rows = [BoardRow.from_entry(e) for e in BoardEntry.objects.filter(context_id=context_id).defer("history")]
+    # One fit per board version, shared by every sort, direction and export of the board.
+    debates = cached("debate-elo", context_id, "", "", lambda: debate_ratings(context_id))
+    rows = [BoardRow.from_entry(e, debates.get(e.model_id))
+            for e in BoardEntry.objects.filter(context_id=context_id).defer("history")]
     minimum = min_evaluations()
     ranked, provisional = rank_rows(rows, sort, direction, minimum)
     return Board(context_id=context_id, context_name=name, sort=sort, direction=direction, min_evaluations=minimum,
@@ -212,7 +231,8 @@ def board_index() -> list[tuple[str, str, int]]:
 
 
 CSV_HEADER = ["rank", "status", "model_id", "name", "r", "ra", "rh", "r_decimal", "ra_decimal", "rh_decimal",
-              "r_band_low", "r_band_high", "n_auto", "n_human", "evaluations", "block_number", "changed_at"]
+              "r_band_low", "r_band_high", "n_auto", "n_human", "evaluations", "block_number", "changed_at",
+              "debate_elo", "debate_games"]
 
 
 def _csv_safe(text: str) -> str:
@@ -229,7 +249,8 @@ def csv_rows(board: Board) -> list[list]:
                     "" if row.band_lo is None else f"{row.band_lo:.6f}",
                     "" if row.band_hi is None else f"{row.band_hi:.6f}",
                     row.n_auto, row.n_human, row.evaluations, row.block_number,
-                    row.changed_at.isoformat() if row.changed_at else ""])
+                    row.changed_at.isoformat() if row.changed_at else "",
+                    "" if row.debate_elo is None else f"{row.debate_elo:.1f}", row.debate_games])
     return out
 
 

@@ -29,7 +29,8 @@ def board(request):
         board = boards.build_board(context_id, sort, direction)
         template = "leaderboard/_table.html" if part == "table" else "leaderboard/_board.html"
         html = render_to_string(template, {"board": board, "contexts": boards.board_contexts(),
-                                           "global_id": GLOBAL_CONTEXT_ID, "band_text": boards.BAND_TEXT})
+                                           "global_id": GLOBAL_CONTEXT_ID, "band_text": boards.BAND_TEXT,
+                                           "debate_text": boards.DEBATE_TEXT})
         return {"name": board.context_name, "html": html}
 
     try:

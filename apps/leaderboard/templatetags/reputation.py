@@ -18,7 +18,7 @@ def get_item(mapping, key):
 
 
 SORT_LABELS = {"name": "Model", "r": "R", "ra": "R<sub>a</sub>", "rh": "R<sub>h</sub>", "n_auto": "automatic",
-               "n_human": "human", "block": "last change"}
+               "n_human": "human", "block": "last change", "debate_elo": "Debate Elo"}
 
 
 def board_query(context_id: str, sort: str, direction: str) -> str:
@@ -87,6 +87,19 @@ def band_bar(row, width: int = 60):
                        width, width, title, title, width, x0, max(x1 - x0, 1), xr)
 
 
+def debate_cell(row):
+    """The debate rating, rounded, with the number of settled debates under it; "—" without one."""
+    from django.utils.html import format_html
+    from django.utils.safestring import mark_safe
+
+    if row.debate_elo is None:
+        return mark_safe('<span class="muted" title="no settled debate in this context">—</span>')
+    noun = "debate" if row.debate_games == 1 else "debates"
+    return format_html('<span title="Bradley–Terry rating from {} settled {}">{}</span>'
+                       '<br><small class="muted">{} {}</small>',
+                       row.debate_games, noun, f"{row.debate_elo:.0f}", row.debate_games, noun)
+
+
 @register.simple_tag
 def board_tbody(rows):
     """The board's rows, rendered in Python: a 100-row board has ~3,000 cells, which Django's template
@@ -110,8 +123,10 @@ def board_tbody(rows):
             '<tr data-model="{}"><td class="rank">{}</td>'
             '<td class="model"><a href="{}">{}</a> <code title="{}">{}</code></td>'
             '<td class="r">{}</td><td class="band">{}</td><td class="trend">{}</td>'
-            '<td class="ra">{}</td><td class="rh">{}</td><td class="n-auto">{}</td><td class="n-human">{}</td>'
+            '<td class="debate-elo">{}</td><td class="ra">{}</td><td class="rh">{}</td>'
+            '<td class="n-auto">{}</td><td class="n-human">{}</td>'
             '<td class="changed">{}</td></tr>',
             row.model_id, row.rank if row.rank else "–", row.url, row.name, row.model_id, row.short_id,
-            wad(row.r), band, sparkline(row.spark), wad(row.ra), wad(row.rh), row.n_auto, row.n_human, changed))
+            wad(row.r), band, sparkline(row.spark), debate_cell(row), wad(row.ra), wad(row.rh), row.n_auto,
+            row.n_human, changed))
     return mark_safe("\n".join(out))
