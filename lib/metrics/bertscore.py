@@ -235,6 +235,10 @@ class BERTScore:
             "torch": package_version("torch"),
         }
 
+    # the encode-once interface (lib.selfeval): ``encode(texts)[text_key(t)]`` is t's Encoded
+    text_key = staticmethod(lambda text: text_key(text))
+    greedy_match = staticmethod(lambda cand, ref: greedy_match(cand, ref))
+
     def clear_cache(self) -> None:
         with self._lock:
             self._cache.clear()
