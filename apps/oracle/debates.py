@@ -33,12 +33,14 @@ from django.db.models import F, Min, Q
 from django.utils import timezone
 
 from apps.annotate.models import Debate, DebateTurn, QueueItem
+from apps.annotate.outcomes import outcome_settled
 from apps.chat.conversations import history
 from apps.chat.gateway import Gateway, GatewayError
 from apps.chat.health import running_models
 from apps.chat.models import Interaction, RegisteredModel
 from apps.chat.providers import endpoint_of, prompt_key
 from lib import debate as protocol
+from lib.evaluators import Evaluator, EvaluatorError
 
 from .models import DebateJob
 
@@ -263,8 +265,8 @@ def _reply_key(agent: str, prompt: str) -> str:
     return f"{agent}:{hashlib.sha256(prompt.encode()).hexdigest()}"
 
 
-def _sampling_seed(job: DebateJob, agent: str, prompt: str) -> int:
-    digest = hashlib.sha256(f"{job.seed}:{agent}:{prompt}".encode()).digest()
+def _sampling_seed(seed: int, agent: str, prompt: str) -> int:
+    digest = hashlib.sha256(f"{seed}:{agent}:{prompt}".encode()).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
@@ -290,11 +292,15 @@ class _Asker:
         return reply
 
     async def _complete(self, agent: str, prompt: str) -> str:
-        async with asyncio.timeout(settings.LLMCHAIN_DEBATE_TIMEOUT_S):
-            return await self.gateway.complete(
-                endpoint_of(self.judges[agent]), [{"role": "user", "content": prompt}],
-                max_tokens=settings.LLMCHAIN_DEBATE_MAX_TOKENS, temperature=settings.LLMCHAIN_DEBATE_TEMPERATURE,
-                seed=_sampling_seed(self.job, agent, prompt))
+        return await ask_judge(self.gateway, self.judges[agent], prompt, _sampling_seed(self.job.seed, agent, prompt))
+
+
+async def ask_judge(gateway: Gateway, judge: RegisteredModel, prompt: str, seed: int) -> str:
+    """One judge's reply to one debate prompt, within the per-reply time limit."""
+    async with asyncio.timeout(settings.LLMCHAIN_DEBATE_TIMEOUT_S):
+        return await gateway.complete(
+            endpoint_of(judge), [{"role": "user", "content": prompt}], max_tokens=settings.LLMCHAIN_DEBATE_MAX_TOKENS,
+            temperature=settings.LLMCHAIN_DEBATE_TEMPERATURE, seed=seed)
 
 
 def _fail(job: DebateJob, error: str) -> None:
@@ -358,17 +364,10 @@ def record(job: DebateJob, result: protocol.DebateResult) -> Debate:
             QueueItem.objects.create(debate=debate, required_verdicts=settings.LLMCHAIN_DEBATE_EXPERTS)
         DebateJob.objects.filter(pk=job.pk).update(status=S.DONE, debate=debate, claimed_until=None,
                                                    last_error="", updated_at=timezone.now())
-        if result.consensus is not None and job.context_id:
-            context_id = job.context_id
-            transaction.on_commit(lambda: _bump_board(context_id))
+        if result.consensus is not None:
+            outcome_settled(job.context_id)
     job.status, job.debate = S.DONE, debate
     return debate
-
-
-def _bump_board(context_id: str) -> None:
-    from apps.leaderboard.entries import bump
-
-    bump({context_id})
 
 
 def run_once(limit: int = 1, gateway: Gateway | None = None) -> int:
@@ -377,3 +376,57 @@ def run_once(limit: int = 1, gateway: Gateway | None = None) -> int:
     for job in jobs:
         hold(job, gateway)
     return len(jobs)
+
+
+# --- the debate as an evaluator for meta-evaluation (metaeval pairs --evaluator debate) ---------
+
+class DebateEvaluator(Evaluator):
+    """Pairwise verdicts of a debate between the running judges, held in memory (nothing is
+    queued): the consensus, or undecided (None) when the judges still disagree. Each pair is
+    debated under LLMCHAIN_DEBATE_CRITERION with a seed from its id, so a rerun asks the same."""
+
+    name = "debate"
+
+    def __init__(self, judges: list[RegisteredModel] | None = None, gateway: Gateway | None = None,
+                 workers: int = 2):
+        try:
+            self.judges = judges if judges is not None else judge_models()
+        except DebateRequestError as exc:
+            raise EvaluatorError(str(exc)) from None
+        self.gateway, self.workers = gateway or Gateway(), workers
+        self.criterion, self.description = criterion_of(None)
+        self.failed = 0  # pairs left undecided because a judge failed
+
+    @property
+    def params(self) -> dict[str, str]:
+        return {"judges": ",".join(agent_names(self.judges)), "criterion": self.criterion,
+                "rounds": str(settings.LLMCHAIN_DEBATE_ROUNDS),
+                "temperature": str(settings.LLMCHAIN_DEBATE_TEMPERATURE)}
+
+    def score(self, items, criterion):
+        raise EvaluatorError("the debate compares two answers; it gives no absolute scores")
+
+    def compare(self, items) -> list[str | None]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
+            return list(pool.map(self._one, items))
+
+    def _one(self, item) -> str | None:
+        agents = dict(zip(agent_names(self.judges), self.judges))
+        seed = int.from_bytes(hashlib.sha256(str(item["id"]).encode()).digest()[:8], "big") >> 2
+        spec = protocol.Debate(criterion=self.criterion, criterion_description=self.description,
+                               scenario=str(item.get("category") or ""), question=item["question"],
+                               submission_1=item["answer_a"], submission_2=item["answer_b"], agents=tuple(agents))
+
+        def ask(agent: str, prompt: str) -> str:
+            return async_to_sync(ask_judge)(self.gateway, agents[agent], prompt,
+                                            _sampling_seed(seed, agent, prompt))
+
+        try:
+            result = protocol.run_debate(spec, ask, rounds=settings.LLMCHAIN_DEBATE_ROUNDS, rng=random.Random(seed))
+        except (GatewayError, TimeoutError) as exc:  # undecided, and said so
+            log.warning("debate evaluator: pair %s: a judge failed: %s", item["id"], exc)
+            self.failed += 1
+            return None
+        return {protocol.FIRST: "a", protocol.SECOND: "b", protocol.NEITHER: "tie", None: None}[result.consensus]

@@ -313,3 +313,33 @@ def test_two_running_built_in_judges_debate_for_real_and_a_disagreement_is_queue
         assert queue.next_item(expert("erin")).debate_id == debate.pk
     call_command("debate", "pair", a.interaction_id, b.interaction_id, "--now")  # asked again: nothing new
     assert Debate.objects.count() == 1
+
+
+def test_the_debate_as_an_evaluator_of_human_labelled_pairs(world, tmp_path, capsys, monkeypatch):
+    judges(world, "judge-a", "judge-b")
+    script = ScriptedJudges(lambda judge, prompt: prefers_paris(judge, prompt) if "Paris" in prompt
+                            else "They are the same to me.\nVerdict: 0")
+    monkeypatch.setattr(debates, "Gateway", script.gateway)
+    rows = [{"id": "p1", "question": QUESTION, "category": "geo", "answer_a": GOOD, "answer_b": BAD, "human": "a"},
+            {"id": "p2", "question": QUESTION, "category": "geo", "answer_a": BAD, "answer_b": GOOD, "human": "a"},
+            {"id": "p3", "question": "Say hi.", "category": "chat", "answer_a": "Hi", "answer_b": "Hello", "human": "tie"}]
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    call_command("metaeval", "pairs", str(path), "--evaluator", "debate")
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    # p1: the judges pick a (right); p2: they pick b against the human a (wrong); p3: tie = tie
+    assert (report["n"], report["accuracy_non_tie"], report["agreement_with_ties"]) == (3, 0.5, 0.6667)
+    assert report["evaluator_params"]["judges"] == "judge-a,judge-b"
+    assert not Debate.objects.exists() and not DebateJob.objects.exists()  # nothing queued for experts
+
+    call_command("metaeval", "pairs", str(path), "--evaluator", "debate", "--limit", "1", "--seed", "4")
+    sampled = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (sampled["n"], sampled["pairs_in_file"], sampled["sample_seed"]) == (1, 3, 4)
+
+
+def test_the_debate_evaluator_without_judges_is_a_clear_error(world, tmp_path):
+    path = tmp_path / "pairs.jsonl"
+    path.write_text(json.dumps({"id": "p1", "question": "Q?", "category": "c", "answer_a": "x", "answer_b": "y",
+                                "human": "a"}) + "\n")
+    with pytest.raises(CommandError, match="no running model is flagged as a judge"):
+        call_command("metaeval", "pairs", str(path), "--evaluator", "debate")

@@ -21,6 +21,7 @@ bad input is a CommandError and prints no JSON.
 from __future__ import annotations
 
 import json
+import random
 import time
 from pathlib import Path
 
@@ -60,6 +61,9 @@ class Command(BaseCommand):
         pairs.add_argument("file", help="JSONL: id, question, category, answer_a, answer_b, human (a|b|tie), "
                                         "optional reference, model_a, model_b")
         pairs.add_argument("--evaluator", required=True, help=f"one of: {evaluators}")
+        pairs.add_argument("--limit", type=int, help="judge only this many pairs, drawn at random (for slow "
+                                                     "evaluators such as debate or geval)")
+        pairs.add_argument("--seed", type=int, default=0, help="the draw's seed with --limit (default 0)")
         scores = sub.add_parser("scores",
                                 help="correlation of an evaluator's scores with Topical-Chat USR human scores")
         scores.add_argument("path", help="topical_chat_usr.json")
@@ -103,7 +107,7 @@ class Command(BaseCommand):
         for row in [head, *rows]:
             self.stdout.write("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
 
-    def do_pairs(self, *, file, evaluator, **_):
+    def do_pairs(self, *, file, evaluator, limit=None, seed=0, **_):
         path = Path(file)
         try:
             with path.open(encoding="utf-8") as lines:
@@ -114,6 +118,13 @@ class Command(BaseCommand):
             raise CommandError(f"{path} is not UTF-8 text: {exc}") from None
         except PairsFileError as exc:
             raise CommandError(str(exc)) from None
+        total = len(pairs)
+        if limit is not None:
+            if limit < 1:
+                raise CommandError(f"--limit must be at least 1, not {limit}")
+            if limit < total:
+                chosen = set(random.Random(seed).sample(range(total), limit))
+                pairs = [p for i, p in enumerate(pairs) if i in chosen]
         judge = self._evaluator(evaluator)
         started = time.perf_counter()
         try:
@@ -148,7 +159,8 @@ class Command(BaseCommand):
                           f"tie agreeing with a human tie; undecided verdicts count as wrong; system pairs: eq. (3) "
                           f"per category and system pair, agreed/compared (tied modes left out).")
         self.stdout.write(json.dumps({"evaluator": evaluator, "evaluator_params": judge.params, "file": str(path),
-                                      "seconds": round(seconds, 2), **report}, sort_keys=True))
+                                      "seconds": round(seconds, 2), "pairs_in_file": total,
+                                      "sample_seed": seed if len(pairs) < total else None, **report}, sort_keys=True))
 
     def do_scores(self, *, path, evaluator, criterion, **_):
         if criterion != "all" and criterion not in topical_chat.CRITERIA:
@@ -169,6 +181,8 @@ class Command(BaseCommand):
             if len(scores) != len(items):
                 raise CommandError(f"{evaluator}: {len(scores)} scores for {len(items)} responses")
             results[c] = score_correlations([item["human"][c] for item in items], scores, groups)
+            if judge.details(c):
+                results[c]["judge"] = judge.details(c)
         seconds = time.perf_counter() - started
 
         def fmt(x):
@@ -178,6 +192,18 @@ class Command(BaseCommand):
                      *(f"per-context {k}" for k in CORRELATIONS)],
                     [[c, str(r["n"]), str(r["unscored"]), *(fmt(r["pooled"][k]) for k in CORRELATIONS),
                       *(fmt(r["per_context"][k]) for k in CORRELATIONS)] for c, r in results.items()])
+        judged = {c: r["judge"] for c, r in results.items() if "judge" in r}
+        if judged:
+            self.stdout.write("")
+            self._table(["criterion", "scored", "unusable", "mean digit mass", "min digit mass", "method"],
+                        [[c, str(j["scored"]), str(j["unusable"]), _mass(j["mean_digit_mass"]),
+                          _mass(j["min_digit_mass"]), printable(",".join(j["methods"]))] for c, j in judged.items()])
+            unusable = [c for c, j in judged.items() if j["unusable"]]
+            if unusable:
+                counts = ", ".join(f"{judged[c]['unusable']} {c}" for c in unusable)
+                self.stdout.write(f"UNUSABLE judge on {counts} "
+                                  f"responses: it put less than {next(iter(judged.values()))['threshold']} of its "
+                                  f"probability on the digits 1-5; those responses are unscored, not guessed.")
         self.stdout.write(f"evaluator {printable(evaluator)} on {len(items)} responses in {seconds:.1f} s. pooled: "
                           f"over all responses (seed 004's E3); per-context: mean over the "
                           f"{len(set(groups))} dialogue contexts of each context's correlation (G-Eval's setting); "
@@ -197,6 +223,10 @@ class Command(BaseCommand):
             raise CommandError(f"cannot write {out}: {exc.strerror or exc}") from None
         ties = sum(1 for p in pairs if p["human"] == "tie")
         self.stdout.write(f"wrote {len(pairs)} pairs ({ties} human ties on {criterion}) to {out}")
+
+
+def _mass(x) -> str:
+    return "—" if x is None else f"{x:.3f}"
 
 
 def _rate(rate, agreed: int, n: int) -> str:
