@@ -275,3 +275,59 @@ def _jsonl(name: str, lines: list[str]) -> list[str | None]:
             raise SelfEvalError(f'{name}, line {no}: expected an object with a "response" or "text" string')
         out.append(text)
     return out
+
+
+# --- as a pairwise evaluator for meta-evaluation (metaeval pairs --evaluator selfeval) -----------
+
+class PeerJudge:
+    """Seed 002's comparison as a verdict on labelled pairs: the other answers to the same question
+    in the file (from its other pairs; one per model when the pairs name their models, else one per
+    distinct text) each judge the pair, as in ``compare``; the verdict is the majority of their
+    votes ('tie' when as many prefer a as b). A question with no third answer is undecided (None).
+    Every distinct text is encoded once."""
+
+    name = "selfeval"
+
+    def __init__(self, scorer: Scorer | None = None):
+        self._scorer = scorer
+
+    @property
+    def scorer(self) -> Scorer:
+        if self._scorer is None:
+            from lib.metrics.bertscore import BERTScore
+
+            self._scorer = BERTScore()
+        return self._scorer
+
+    @property
+    def params(self) -> dict[str, str]:
+        return {"judges": "the other answers to the same question in the file",
+                "score": "BERTScore recall against the judge's answer", "verdict": "majority of the judges"}
+
+    def score(self, items, criterion):
+        from lib.evaluators import EvaluatorError
+
+        raise EvaluatorError("selfeval compares two answers against the others; it gives no absolute scores")
+
+    def compare(self, items: Sequence[Mapping]) -> list[str | None]:
+        pool: dict[str, dict[str, str]] = {}  # question -> {who: text}
+        for item in items:
+            answers = pool.setdefault(item["question"], {})
+            for side in ("a", "b"):
+                text = item[f"answer_{side}"]
+                answers.setdefault(str(item.get(f"model_{side}") or f"text:{text}"), text)
+        texts = list(dict.fromkeys(t for answers in pool.values() for t in answers.values()))
+        enc = self.scorer.encode(texts)
+        key = self.scorer.text_key
+        verdicts = []
+        for item in items:
+            a, b = item["answer_a"], item["answer_b"]
+            contestants = {str(item.get("model_a") or f"text:{a}"), str(item.get("model_b") or f"text:{b}")}
+            judges = [t for who, t in pool[item["question"]].items() if who not in contestants and t not in (a, b)]
+            votes = 0
+            for judge in judges:
+                s_a = self.scorer.greedy_match(enc[key(a)], enc[key(judge)])[1]
+                s_b = self.scorer.greedy_match(enc[key(b)], enc[key(judge)])[1]
+                votes += (s_a > s_b) - (s_b > s_a)
+            verdicts.append(None if not judges else "a" if votes > 0 else "b" if votes < 0 else "tie")
+        return verdicts

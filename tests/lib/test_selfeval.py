@@ -254,3 +254,38 @@ def test_the_real_bertscore_encodes_each_answer_once_and_ranks_the_outlier_last(
     scores, _ = overlap_scores(read_responses(tmp_path), scorer)
     assert scores[0, "sea", "waves"] == pytest.approx(r_k_reference)  # s(o_sea, o_waves): waves judging
 
+
+
+# --- as an evaluator of labelled pairs (metaeval pairs --evaluator selfeval) ----------------------
+
+def pair(i, question, a, b, model_a=None, model_b=None):
+    item = {"id": str(i), "question": question, "category": "c", "answer_a": a, "answer_b": b, "human": "a"}
+    if model_a:
+        item.update(model_a=model_a, model_b=model_b)
+    return item
+
+
+def test_as_a_pair_evaluator_the_other_answers_to_the_question_vote():
+    from lib.selfeval import PeerJudge
+
+    scorer = WordOverlap()
+    items = [
+        # q1 holds three answers: each pair is judged by the third ("red blue" covered by a only;
+        # "yellow" covered by neither; "red blue green" covered more by b)
+        pair(1, "q1", "red blue green", "yellow"), pair(2, "q1", "red blue", "red blue green"),
+        pair(3, "q1", "yellow", "red blue"),
+        # q2: "cat dog" covers both "cat" and "dog" alike (a tie); "dog" judges the last pair
+        pair(4, "q2", "cat", "dog"), pair(5, "q2", "cat", "dog"), pair(6, "q2", "cat dog", "cat"),
+        pair(7, "q3", "alone", "together"),  # no third answer: undecided
+    ]
+    verdicts = PeerJudge(scorer).compare(items)
+    assert verdicts == ["a", "tie", "b", "tie", "tie", "a", None]
+    assert scorer.encode_calls == 1 and max(scorer.encoded.values()) == 1
+
+
+def test_as_a_pair_evaluator_a_model_never_judges_its_own_pair():
+    from lib.selfeval import PeerJudge
+
+    items = [pair(1, "q", "x y", "z", "m1", "m2"), pair(2, "q", "x y", "w", "m1", "m3")]
+    # for pair 1 the only third model is m3 ("w"), which covers neither side
+    assert PeerJudge(WordOverlap()).compare(items) == ["tie", "tie"]
