@@ -8,6 +8,7 @@ urlpatterns = [
     path("", include("apps.chat.urls")),
     path("", include("apps.leaderboard.urls")),
     path("annotate/", include("apps.annotate.urls")),
+    path("", include("apps.annotate.metaeval_urls")),
     path("api/", include("apps.chat.api_urls")),
     path("api/", include([path("schema", SpectacularAPIView.as_view(), name="api-schema"),
                           path("docs", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs")])),

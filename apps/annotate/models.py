@@ -161,3 +161,35 @@ class ExpertVerdict(models.Model):
 
     def __str__(self) -> str:
         return f"{self.item_id} {self.expert} {self.verdict}"
+
+
+class MetaEvalRun(models.Model):
+    """One `manage.py metaeval pairs|scores` run, kept so the site can show how far an automatic
+    evaluator can be trusted, and in which context. `result` is the JSON the command printed as its
+    last line; evaluator names, categories and sources come from files and are escaped when shown."""
+
+    class Kind(models.TextChoices):
+        PAIRS = "pairs", "Pairwise verdicts against human labels"
+        SCORES = "scores", "Scores correlated with human scores"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    evaluator = models.CharField(max_length=200)  # the spec as given: "length", "geval:<judge>", ...
+    evaluator_params = models.JSONField(default=dict, blank=True)
+    source = models.CharField(max_length=1000)  # the file's path as given to the command
+    source_sha256 = models.CharField(max_length=64)  # of the file's bytes when the run read it
+    label = models.CharField(max_length=200, blank=True,
+                             help_text='what the data is, in words (e.g. "Topical-Chat dialogue")')
+    # The board context the run speaks for ("" for none): that board links to it.
+    context_id = models.CharField(max_length=66, blank=True, db_index=True)
+    command = models.TextField(help_text="the command line that reproduces the figures")
+    result = models.JSONField()
+    seconds = models.FloatField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [models.CheckConstraint(condition=Q(kind__in=["pairs", "scores"]),
+                                              name="metaeval_run_kind_is_known")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.evaluator} on {self.source}"

@@ -3,6 +3,7 @@ from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.utils.safestring import mark_safe
 
+from apps.annotate.metaeval_runs import runs_for_context
 from lib.reputation import GLOBAL_CONTEXT_ID
 
 from . import boards
@@ -30,7 +31,8 @@ def board(request):
         template = "leaderboard/_table.html" if part == "table" else "leaderboard/_board.html"
         html = render_to_string(template, {"board": board, "contexts": boards.board_contexts(),
                                            "global_id": GLOBAL_CONTEXT_ID, "band_text": boards.BAND_TEXT,
-                                           "debate_text": boards.DEBATE_TEXT})
+                                           "debate_text": boards.DEBATE_TEXT,
+                                           "metaeval_runs": runs_for_context(board.context_id)})
         return {"name": board.context_name, "html": html}
 
     try:

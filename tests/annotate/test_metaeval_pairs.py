@@ -14,6 +14,8 @@ from django.core.management.base import CommandError
 from lib import evaluators
 from lib.evaluators import Evaluator, register_evaluator
 
+pytestmark = pytest.mark.django_db  # each run is saved (apps/annotate/metaeval_runs.py)
+
 
 def pair(id, human, a, b, category="math", **extra) -> dict:
     return {"id": id, "question": "Which is better?", "category": category, "answer_a": a, "answer_b": b,

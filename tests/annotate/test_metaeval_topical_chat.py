@@ -15,8 +15,9 @@ from django.core.management import call_command
 
 DATA = Path(os.environ.get("LLMCHAIN_TOPICAL_CHAT",
                            Path(__file__).resolve().parents[3] / "shared" / "data" / "topical_chat_usr.json"))
-pytestmark = pytest.mark.skipif(not DATA.is_file(),
-                                reason=f"Topical-Chat USR absent ({DATA}): see ../shared/data/README.md")
+pytestmark = [pytest.mark.skipif(not DATA.is_file(),
+                                 reason=f"Topical-Chat USR absent ({DATA}): see ../shared/data/README.md"),
+              pytest.mark.django_db]  # each run is saved
 
 
 def command(*args) -> tuple[str, dict | None]:

@@ -15,7 +15,9 @@ per criterion: Pearson, Spearman, Kendall, pooled and per dialogue context (`sco
 `topical-pairs`: writes the pairs file derived from Topical-Chat USR (lib/topical_chat.py).
 
 Each report prints a table, then, as its last line, one JSON object with every figure it shows; a
-bad input is a CommandError and prints no JSON.
+bad input is a CommandError and prints no JSON. `pairs` and `scores` save the run for /metaeval/
+(apps/annotate/metaeval_runs.py) and add its id to that JSON as `run`; `--no-save` does not,
+`--context NAME_OR_ID` attaches it to a board, `--label TEXT` says what the data is.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from lib import topical_chat
 from lib.evaluators import EvaluatorError, available_evaluators, get_evaluator
 from lib.metaeval import CORRELATIONS, PairsFileError, pairs_report, read_pairs, score_correlations
 
+from ...metaeval_runs import UnknownBoardContext, record_run, resolve_context
 from ...report import DEBATE, debates_report
 
 
@@ -70,12 +73,25 @@ class Command(BaseCommand):
         scores.add_argument("--evaluator", required=True, help=f"one of: {evaluators}")
         scores.add_argument("--criterion", default="all",
                             help=f"one of {', '.join(topical_chat.CRITERIA)}, or all (the default)")
+        for saved in (pairs, scores):
+            saved.add_argument("--no-save", dest="save", action="store_false",
+                               help="do not save the run (it is saved by default, for /metaeval/)")
+            saved.add_argument("--context", default="", help="the board context the run speaks for (its name or "
+                                                             "id; Global for the global board): that board links to it")
+            saved.add_argument("--label", default="", help='what the data is, in words (e.g. "Topical-Chat dialogue")')
         derive = sub.add_parser("topical-pairs", help="write the pairs file derived from Topical-Chat USR")
         derive.add_argument("--data", required=True, help="topical_chat_usr.json")
         derive.add_argument("--out", required=True, help="the JSONL file to write")
         derive.add_argument("--criterion", default="overall", help="the human score that decides a pair")
 
     def handle(self, *args, action, **opts):
+        self.saving = {"save": opts.pop("save", False), "context_id": opts.pop("context", ""),
+                       "label": opts.pop("label", "")}
+        if self.saving["context_id"]:  # before the evaluator runs, which may take hours
+            try:
+                self.saving["context_id"] = resolve_context(self.saving["context_id"])
+            except UnknownBoardContext as exc:
+                raise CommandError(f"--context: {exc}") from None
         return getattr(self, f"do_{action.replace('-', '_')}")(**opts)
 
     def do_debates(self, **_):
@@ -101,6 +117,13 @@ class Command(BaseCommand):
             return get_evaluator(spec)
         except EvaluatorError as exc:
             raise CommandError(str(exc)) from None
+
+    def _report(self, kind: str, source: str, result: dict) -> None:
+        """Print the run's JSON as the last line; unless --no-save, save the run first and add its id."""
+        if self.saving["save"]:
+            result = record_run(kind, result, source, context_id=self.saving["context_id"],
+                                label=self.saving["label"]).result
+        self.stdout.write(json.dumps(result, sort_keys=True))
 
     def _table(self, head: list[str], rows: list[list[str]]) -> None:
         widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
@@ -158,9 +181,10 @@ class Command(BaseCommand):
                           f"seed 003 eq. (2) on the pairs humans did not tie; agreement: eq. (2) on all pairs, a "
                           f"tie agreeing with a human tie; undecided verdicts count as wrong; system pairs: eq. (3) "
                           f"per category and system pair, agreed/compared (tied modes left out).")
-        self.stdout.write(json.dumps({"evaluator": evaluator, "evaluator_params": judge.params, "file": str(path),
-                                      "seconds": round(seconds, 2), "pairs_in_file": total,
-                                      "sample_seed": seed if len(pairs) < total else None, **report}, sort_keys=True))
+        self._report("pairs", str(path), {
+            "evaluator": evaluator, "evaluator_params": judge.params, "file": str(path),
+            "seconds": round(seconds, 2), "pairs_in_file": total,
+            "sample_seed": seed if len(pairs) < total else None, **report})
 
     def do_scores(self, *, path, evaluator, criterion, **_):
         if criterion != "all" and criterion not in topical_chat.CRITERIA:
@@ -208,9 +232,10 @@ class Command(BaseCommand):
                           f"over all responses (seed 004's E3); per-context: mean over the "
                           f"{len(set(groups))} dialogue contexts of each context's correlation (G-Eval's setting); "
                           f"kendall is tau-b. Reference for reference-based evaluators: the knowledge fact.")
-        self.stdout.write(json.dumps({"evaluator": evaluator, "evaluator_params": judge.params, "data": str(path),
-                                      "n": len(items), "reference": "knowledge fact (`context`)",
-                                      "seconds": round(seconds, 2), "criteria": results}, sort_keys=True))
+        self._report("scores", str(path), {
+            "evaluator": evaluator, "evaluator_params": judge.params, "data": str(path),
+            "n": len(items), "reference": "knowledge fact (`context`)",
+            "seconds": round(seconds, 2), "criteria": results})
 
     def do_topical_pairs(self, *, data, out, criterion, **_):
         try:

@@ -1,0 +1,59 @@
+"""/metaeval/ and /metaeval/<id>/: the saved meta-evaluation runs, open to every visitor, and
+/api/metaeval/<id>, one run as JSON."""
+
+from __future__ import annotations
+
+from django.http import Http404
+from django.shortcuts import get_object_or_404, render
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from .metaeval_runs import PAIRS_TEXT, SCORES_TEXT, context_names, headline, run_page
+from .models import MetaEvalRun
+
+
+def run_list(request):
+    """Every saved run, newest first, with its headline figure."""
+    runs = list(MetaEvalRun.objects.all())
+    names = context_names({r.context_id for r in runs})
+    rows = [{"run": r, "headline": headline(r), "context_name": names.get(r.context_id, "")} for r in runs]
+    return render(request, "annotate/metaeval_list.html", {"rows": rows, "pairs_text": PAIRS_TEXT,
+                                                           "scores_text": SCORES_TEXT})
+
+
+def run_detail(request, pk: int):
+    """One run: its full table, a chart of the same figures, what each figure means, how to reproduce it."""
+    page = run_page(get_object_or_404(MetaEvalRun, pk=pk))
+    return render(request, "annotate/metaeval_run.html", {"page": page, "run": page.run, "chart": page.chart})
+
+
+class MetaEvalRunSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.CharField(help_text='"pairs": verdicts on pairs of answers against human preferences; '
+                                           '"scores": scores correlated with human scores.')
+    evaluator = serializers.CharField(help_text="The evaluator spec the command was given.")
+    evaluator_params = serializers.DictField(help_text="The evaluator's parameters, as it reported them.")
+    source = serializers.CharField(help_text="The file's path as given to the command.")
+    source_sha256 = serializers.CharField(help_text="SHA-256 of the file's bytes when the run read it.")
+    label = serializers.CharField(help_text="What the data is, in words (may be empty).")
+    context_id = serializers.CharField(help_text="The board context the run speaks for (empty for none).")
+    command = serializers.CharField(help_text="The command line that reproduces the figures.")
+    seconds = serializers.FloatField()
+    created_at = serializers.DateTimeField()
+    result = serializers.DictField(help_text="The JSON the command printed as its last line: every figure.")
+
+
+class MetaEvalRunDetail(APIView):
+    permission_classes = [AllowAny]
+    authentication_classes = []
+
+    @extend_schema(summary="A saved meta-evaluation run", operation_id="metaeval_run_retrieve",
+                   responses={200: MetaEvalRunSerializer, 404: OpenApiResponse(description="No such run.")})
+    def get(self, request, pk: int):
+        run = MetaEvalRun.objects.filter(pk=pk).first()
+        if run is None:
+            raise Http404(f"No meta-evaluation run {pk}.")
+        return Response(MetaEvalRunSerializer(run).data)
