@@ -44,6 +44,11 @@ class Evaluator:
         """How its verdicts and scores are computed, copied into the report."""
         return {}
 
+    def details(self, criterion: str) -> dict:
+        """What the last ``score`` under ``criterion`` says about the evaluator itself (an LLM
+        judge's digit mass and unusable items), copied into the report; {} when nothing."""
+        return {}
+
     def compare(self, items: Sequence[Mapping]) -> list[str | None]:
         raise EvaluatorError(f"evaluator {self.name!r} cannot compare pairs of answers")
 

@@ -109,6 +109,36 @@ class Gateway:
         """The whole answer as one string (streamed underneath, so read timeouts apply per piece)."""
         return "".join([piece async for piece in self.stream_chat(endpoint, messages, **params)])
 
+    async def chat(self, endpoint: Endpoint, messages: list[dict], **params) -> dict:
+        """One non-streamed completion, the endpoint's JSON as it is (``choices`` with their
+        ``message`` and, when asked for, ``logprobs``): for judges that need more than the text.
+        Nothing reaches the user before it is whole, so every failure may be retried."""
+        payload = {"model": endpoint.model, "messages": messages, **params, "stream": False}
+        for attempt in range(self.retries + 1):
+            try:
+                async with self._client() as client:
+                    response = await client.post(endpoint.url("chat/completions"), json=payload,
+                                                 headers=endpoint.headers())
+                if response.status_code != 200:
+                    raise _error_for(response, response.content)
+                try:
+                    body = response.json()
+                except ValueError as exc:
+                    raise BadResponse(f"{endpoint.base_url} answered something that is not JSON") from exc
+                if not isinstance(body, dict) or not isinstance(body.get("choices"), list) or not body["choices"]:
+                    raise BadResponse(f"{endpoint.base_url} answered JSON that is not a chat completion")
+                return body
+            except httpx.TimeoutException as exc:
+                error: GatewayError = EndpointUnavailable(f"{endpoint.base_url} timed out: {exc!r}")
+            except httpx.TransportError as exc:
+                error = EndpointUnavailable(f"{endpoint.base_url} is unreachable: {exc!r}")
+            except GatewayError as exc:
+                error = exc
+            if error.permanent or attempt == self.retries:
+                raise error
+            await asyncio.sleep(self.backoff * 2**attempt)
+        raise AssertionError("unreachable")
+
     async def check(self, endpoint: Endpoint) -> None:
         """Raise unless the endpoint lists its models and serves the configured one."""
         try:

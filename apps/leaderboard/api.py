@@ -27,6 +27,12 @@ class BoardContextSerializer(serializers.Serializer):
     name = serializers.CharField()
 
 
+class PeerRecordSerializer(serializers.Serializer):
+    wins = serializers.IntegerField()
+    ties = serializers.IntegerField()
+    losses = serializers.IntegerField()
+
+
 class BoardRowSerializer(serializers.Serializer):
     rank = serializers.IntegerField(allow_null=True, help_text="Position by R (ties by name); null when provisional.")
     model_id = serializers.CharField()
@@ -53,6 +59,11 @@ class BoardRowSerializer(serializers.Serializer):
                                         "debates settled on this site in this context (see `debate`); null without "
                                         "one. Not on-chain.")
     debate_games = serializers.IntegerField(help_text="Settled debates debate_elo rests on.")
+    peer_elo = serializers.FloatField(allow_null=True, help_text="Elo in the context's latest peer self-evaluation "
+                                      "(seed 002: each pair of models' answers to the same prompt judged by a third "
+                                      "model's answer; see `peer`); null when the model was not in it, and always "
+                                      "on the global board. Not on-chain.")
+    peer_record = PeerRecordSerializer(allow_null=True, help_text="The comparisons peer_elo rests on; null with it.")
 
 
 class BoardSerializer(serializers.Serializer):
@@ -64,6 +75,9 @@ class BoardSerializer(serializers.Serializer):
     rule = serializers.CharField()
     band = serializers.CharField(help_text="How the R band is computed, in plain words.")
     debate = serializers.CharField(help_text="What debate_elo is, in plain words.")
+    peer = serializers.CharField(help_text="What peer_elo is and when it was computed, in plain words.")
+    peer_computed_at = serializers.DateTimeField(allow_null=True, help_text="When the context's latest peer "
+                                                 "self-evaluation ran; null when none has.")
     ranked = BoardRowSerializer(many=True)
     provisional = BoardRowSerializer(many=True, help_text="Models with fewer than min_evaluations evaluations.")
 
@@ -77,14 +91,16 @@ def row_data(row: boards.BoardRow) -> dict:
             "r_band": None if row.band_lo is None else [row.band_lo, row.band_hi], "r_band_n": row.band_n,
             "spark": list(row.spark), "block_number": row.block_number,
             "changed_at": row.changed_at.isoformat() if row.changed_at else None,
-            "debate_elo": row.debate_elo, "debate_games": row.debate_games}
+            "debate_elo": row.debate_elo, "debate_games": row.debate_games, "peer_elo": row.peer_elo,
+            "peer_record": None if row.peer_record is None else dict(zip(("wins", "ties", "losses"), row.peer_record))}
 
 
 def board_data(board: boards.Board) -> dict:
     return {"context": {"context_id": board.context_id, "name": board.context_name},
             "generated_at": board.generated_at.isoformat(), "sort": board.sort, "dir": board.direction,
             "min_evaluations": board.min_evaluations, "rule": board.rule, "band": boards.BAND_TEXT,
-            "debate": boards.DEBATE_TEXT,
+            "debate": boards.DEBATE_TEXT, "peer": board.peer_text,
+            "peer_computed_at": board.peer_computed_at.isoformat() if board.peer_computed_at else None,
             "ranked": [row_data(r) for r in board.ranked], "provisional": [row_data(r) for r in board.provisional]}
 
 

@@ -4,7 +4,8 @@
 registry (or its short on-chain id), splits the models with too few evaluations off as provisional,
 ranks the others by R (ties broken by name), and orders both lists by the requested column. Beside
 the on-chain numbers each row carries the model's debate rating in the context (apps.annotate.outcomes),
-which is the site's own and not on-chain.
+and its Elo in the context's latest peer self-evaluation (apps.oracle.selfeval, stored by
+`manage.py selfeval --save`), both the site's own and not on-chain.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from django.utils import timezone
 
 from apps.annotate.outcomes import debate_ratings
 from apps.chain.models import Context
+from apps.oracle.selfeval import peer_ratings
 from lib.boardstats import BAND_LEVEL, BAND_MIN_HUMAN, BAND_RESAMPLES
 from lib.reputation import GLOBAL_CONTEXT_ID, WAD
 
@@ -32,7 +34,7 @@ GLOBAL_NAME = "Global"
 ONCHAIN_ID = re.compile(r"^0x[0-9a-fA-F]{64}$")  # a bytes32 id: a context's or a model's
 
 # Sort keys, their labels, and the direction a first click sorts in.
-SORT_KEYS = ("r", "ra", "rh", "n_auto", "n_human", "name", "block", "debate_elo")
+SORT_KEYS = ("r", "ra", "rh", "n_auto", "n_human", "name", "block", "debate_elo", "peer_elo")
 DEFAULT_SORT = "r"
 DIRECTIONS = ("asc", "desc")
 
@@ -71,6 +73,19 @@ DEBATE_TEXT = (
     "so /verify does not check it.")
 
 
+def peer_text(context_id: str, computed_at: datetime | None, prompts: int) -> str:
+    if context_id == GLOBAL_CONTEXT_ID:
+        return ("Peer Elo is rated within one context (a run's ratings only compare the models it compared), "
+                "so the global board has none: see a context's board.")
+    if computed_at is None:
+        return "Peer Elo: no peer self-evaluation has been run in this context yet."
+    noun = "prompt" if prompts == 1 else "prompts"
+    return (f"Peer Elo is computed by this site from the models' answers to the same {prompts} {noun} in this "
+            f"context: each pair of answers is judged by a third model's answer (BERTScore), and Elo ranks the "
+            f"models; computed {computed_at.strftime('%Y-%m-%d %H:%M')} UTC. It is the site's own, not on-chain, "
+            f"so /verify does not check it.")
+
+
 def rule_text(minimum: int) -> str:
     noun = "evaluation" if minimum == 1 else "evaluations"
     return (f"A model needs at least {minimum} {noun} (automatic and human together) in this context "
@@ -95,13 +110,16 @@ class BoardRow:
     rank: int | None = None  # None: provisional
     debate_elo: float | None = None  # None: no settled debate in this context
     debate_games: int = 0
+    peer_elo: float | None = None  # None: not in the context's latest peer self-evaluation
+    peer_record: tuple[int, int, int] | None = None  # (wins, ties, losses) of its comparisons
 
     @classmethod
-    def from_entry(cls, e: BoardEntry, debate: tuple[float, int] | None = None) -> "BoardRow":
+    def from_entry(cls, e: BoardEntry, debate: tuple[float, int] | None = None, peer=None) -> "BoardRow":
         return cls(model_id=e.model_id, name=e.name, r=e.r, ra=e.ra, rh=e.rh, n_auto=e.n_auto, n_human=e.n_human,
                    block_number=e.block_number, changed_at=e.changed_at, spark=tuple(e.spark), band_lo=e.band_lo,
                    band_hi=e.band_hi, band_n=e.band_n, debate_elo=debate[0] if debate else None,
-                   debate_games=debate[1] if debate else 0)
+                   debate_games=debate[1] if debate else 0, peer_elo=peer.elo if peer else None,
+                   peer_record=(peer.wins, peer.ties, peer.losses) if peer else None)
 
     @property
     def evaluations(self) -> int:
@@ -117,7 +135,8 @@ class BoardRow:
 
     def value(self, sort: str):
         return {"r": self.r, "ra": self.ra, "rh": self.rh, "n_auto": self.n_auto, "n_human": self.n_human,
-                "block": self.block_number, "name": self.name.casefold(), "debate_elo": self.debate_elo}[sort]
+                "block": self.block_number, "name": self.name.casefold(), "debate_elo": self.debate_elo,
+                "peer_elo": self.peer_elo}[sort]
 
 
 @dataclass(frozen=True)
@@ -130,10 +149,16 @@ class Board:
     ranked: list[BoardRow]
     provisional: list[BoardRow]
     generated_at: datetime = field(default_factory=timezone.now)
+    peer_computed_at: datetime | None = None  # when the context's latest peer self-evaluation ran
+    peer_prompts: int = 0
 
     @property
     def rule(self) -> str:
         return rule_text(self.min_evaluations)
+
+    @property
+    def peer_text(self) -> str:
+        return peer_text(self.context_id, self.peer_computed_at, self.peer_prompts)
 
     @property
     def rows(self) -> list[BoardRow]:
@@ -210,12 +235,15 @@ def build_board(context_id: str | None, sort: str | None = None, direction: str 
     name = context_name(context_id)
     # One fit per board version, shared by every sort, direction and export of the board.
     debates = cached("debate-elo", context_id, "", "", lambda: debate_ratings(context_id))
-    rows = [BoardRow.from_entry(e, debates.get(e.model_id))
+    peers = cached("peer-elo", context_id, "", "", lambda: peer_ratings(context_id))
+    rows = [BoardRow.from_entry(e, debates.get(e.model_id), peers.get(e.model_id))
             for e in BoardEntry.objects.filter(context_id=context_id).defer("history")]
     minimum = min_evaluations()
     ranked, provisional = rank_rows(rows, sort, direction, minimum)
+    run = next(iter(peers.values()), None)  # every row of a context comes from its latest run
     return Board(context_id=context_id, context_name=name, sort=sort, direction=direction, min_evaluations=minimum,
-                 ranked=ranked, provisional=provisional)
+                 ranked=ranked, provisional=provisional, peer_computed_at=run.computed_at if run else None,
+                 peer_prompts=run.prompts if run else 0)
 
 
 def board_contexts() -> list[Context]:
@@ -232,7 +260,7 @@ def board_index() -> list[tuple[str, str, int]]:
 
 CSV_HEADER = ["rank", "status", "model_id", "name", "r", "ra", "rh", "r_decimal", "ra_decimal", "rh_decimal",
               "r_band_low", "r_band_high", "n_auto", "n_human", "evaluations", "block_number", "changed_at",
-              "debate_elo", "debate_games"]
+              "debate_elo", "debate_games", "peer_elo", "peer_wins", "peer_ties", "peer_losses"]
 
 
 def _csv_safe(text: str) -> str:
@@ -250,7 +278,9 @@ def csv_rows(board: Board) -> list[list]:
                     "" if row.band_hi is None else f"{row.band_hi:.6f}",
                     row.n_auto, row.n_human, row.evaluations, row.block_number,
                     row.changed_at.isoformat() if row.changed_at else "",
-                    "" if row.debate_elo is None else f"{row.debate_elo:.1f}", row.debate_games])
+                    "" if row.debate_elo is None else f"{row.debate_elo:.1f}", row.debate_games,
+                    "" if row.peer_elo is None else f"{row.peer_elo:.1f}",
+                    *(row.peer_record if row.peer_record else ("", "", ""))])
     return out
 
 

@@ -9,6 +9,10 @@ class OracleConfig(AppConfig):
         from lib.evaluators import register_evaluator
         from lib.metrics import register_metric
 
-        # lazy paths: nothing is imported until a G-Eval judge is asked for
+        # lazy paths: nothing is imported until an evaluator is asked for
         register_evaluator("geval", "apps.oracle.geval:GEval", takes_argument=True)
         register_metric("geval", "apps.oracle.geval:GEvalMetric")
+        # a debate between the running judge models (apps/oracle/debates.py), for metaeval pairs
+        register_evaluator("debate", "apps.oracle.debates:DebateEvaluator")
+        # seed 002's peer judging, by the other answers to the same question (lib/selfeval.py)
+        register_evaluator("selfeval", "lib.selfeval:PeerJudge")

@@ -90,3 +90,50 @@ class DebateJob(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} {self.status}"
+
+
+class GEvalSteps(models.Model):
+    """The evaluation steps a judge model wrote for a G-Eval criterion (auto-CoT, lib/geval.py),
+    kept with the prompt that made them: written once per judge, criterion and prompt, then reused
+    for every item, so all the scores of a criterion rest on the same steps."""
+
+    judge = models.CharField(max_length=100)  # the registered model's name
+    endpoint_model = models.CharField(max_length=200, blank=True)  # its name at the endpoint then
+    criterion = models.CharField(max_length=100)
+    prompt = models.TextField()
+    prompt_sha256 = models.CharField(max_length=64)
+    steps = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["judge", "criterion", "prompt_sha256"],
+                                               name="geval_steps_once_per_judge_criterion_prompt")]
+
+    def __str__(self) -> str:
+        return f"{self.judge} {self.criterion} {self.prompt_sha256[:12]}"
+
+
+class PeerRating(models.Model):
+    """A model's rating in one context's latest peer self-evaluation (seed 002, apps.oracle.selfeval):
+    the Elo of the run's last round and its record of comparisons. Computed by the site from the
+    models' answers to the same prompts, never on-chain; each run replaces all of its context's rows."""
+
+    context_id = models.CharField(max_length=66)
+    model_id = models.CharField(max_length=66)
+    model_name = models.CharField(max_length=200)  # the registered name the run knew it by
+    elo = models.FloatField()
+    wins = models.PositiveIntegerField()
+    ties = models.PositiveIntegerField()
+    losses = models.PositiveIntegerField()
+    prompts = models.PositiveIntegerField()  # prompts of the run (answered by at least three models)
+    rounds = models.PositiveSmallIntegerField()
+    seed = models.BigIntegerField()
+    params = models.JSONField(default=dict)  # the run's Elo and metric parameters
+    computed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["context_id", "model_id"],
+                                               name="peer_rating_once_per_context_model")]
+
+    def __str__(self) -> str:
+        return f"{self.model_name} {self.elo:.1f} in {self.context_id[:10]}"

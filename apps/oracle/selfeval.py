@@ -4,6 +4,9 @@ The prompts are the single-turn ones (the first interaction of a conversation, a
 ``prompt_key`` so that the same question asked of several models (the MT-Bench replay asks every
 model every question) is one prompt. When a model answered a prompt more than once, its latest
 answer counts. Prompts answered by fewer than three models are left out: no pair has a judge there.
+
+``refresh_peer_ratings`` stores a run as the context's ``PeerRating`` rows, which the boards show as
+"Peer Elo" (never computed at render time: BERTScore encodes every answer).
 """
 
 from __future__ import annotations
@@ -11,12 +14,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import transaction
 from django.db.models import OuterRef, Subquery
+from django.utils import timezone
 
 from apps.chain.models import Context
 from apps.chat.models import Interaction
 from apps.chat.providers import prompt_key
+from apps.leaderboard import entries
+from lib.reputation import GLOBAL_CONTEXT_ID
 from lib.selfeval import DEFAULT_SEED, SelfEvalError, SelfEvaluation, self_evaluate
+
+from .models import PeerRating
 
 
 @dataclass(frozen=True)
@@ -57,9 +66,57 @@ def context_selfeval(context: Context, *, scorer=None, rounds: int = 1, top: int
     answers, model_ids = context_answers(context)
     if not answers:
         raise SelfEvalError(f"no single-turn prompt in context {context.name} was answered by three models")
-    if scorer is None:
-        from lib.metrics.bertscore import BERTScore  # imports torch: only callers that score pay for it
-
-        scorer = BERTScore()
+    scorer = scorer if scorer is not None else default_scorer()
     evaluation = self_evaluate(answers, scorer, rounds=rounds, top=top, seed=seed, bootstrap=bootstrap)
     return ContextSelfEvaluation(context, evaluation, model_ids)
+
+
+def default_scorer():
+    from lib.metrics.bertscore import BERTScore  # imports torch: only callers that score pay for it
+
+    return BERTScore()
+
+
+def metric_params(scorer) -> dict[str, Any]:
+    """What identifies the scorer of a run (the encoder, not the calibration: the run uses raw recall)."""
+    return {"metric": getattr(scorer, "name", type(scorer).__name__),
+            **{key: str(getattr(scorer, key)) for key in ("encoder_name", "num_layers") if hasattr(scorer, key)}}
+
+
+def save_peer_ratings(result: ContextSelfEvaluation, *, metric: dict[str, Any] | None = None) -> int:
+    """Replace the context's ``PeerRating`` rows by this run's last round (after two rounds, the models
+    the second left out get no row: first-round Elo is on another scale), in one transaction; once it
+    commits, the context's board gets a new version (the global board shows no peer rating: each run's
+    Elo is relative to the models it compared, so runs of different contexts are not on one scale).
+    Returns the number of rows saved."""
+    evaluation, context = result.evaluation, result.context
+    final = evaluation.final
+    params = {**evaluation.params, "rounds": len(evaluation.rounds), **(metric or {})}
+    now = timezone.now()
+    rows = [PeerRating(context_id=context.context_id, model_id=result.model_ids[m], model_name=m,
+                       elo=final.ratings[m], wins=final.records[m].wins, ties=final.records[m].ties,
+                       losses=final.records[m].losses, prompts=evaluation.prompts, rounds=len(evaluation.rounds),
+                       seed=evaluation.params.get("seed", DEFAULT_SEED), params=params, computed_at=now)
+            for m in final.ranking]
+    with transaction.atomic():
+        Context.objects.select_for_update().filter(pk=context.pk).first()  # one run of a context at a time
+        PeerRating.objects.filter(context_id=context.context_id).delete()
+        PeerRating.objects.bulk_create(rows)
+        transaction.on_commit(lambda: entries.bump({context.context_id}))
+    return len(rows)
+
+
+def refresh_peer_ratings(context: Context, *, scorer=None, rounds: int = 1, top: int | None = None,
+                         seed: int = DEFAULT_SEED, bootstrap: int = 0) -> int:
+    """Run ``context_selfeval`` and store it (``save_peer_ratings``); the number of models rated.
+    Raises ``SelfEvalError``, having changed nothing, when the context has too few answers."""
+    scorer = scorer if scorer is not None else default_scorer()
+    result = context_selfeval(context, scorer=scorer, rounds=rounds, top=top, seed=seed, bootstrap=bootstrap)
+    return save_peer_ratings(result, metric=metric_params(scorer))
+
+
+def peer_ratings(context_id: str) -> dict[str, PeerRating]:
+    """model id -> its rating in the context's latest peer self-evaluation (none for the global context)."""
+    if context_id == GLOBAL_CONTEXT_ID:
+        return {}
+    return {r.model_id: r for r in PeerRating.objects.filter(context_id=context_id)}

@@ -89,6 +89,37 @@ async def test_garbage_in_the_stream_is_a_bad_response():
         await gateway(handler).complete(ENDPOINT, [])
 
 
+async def test_a_whole_completion_comes_back_as_the_endpoint_sent_it_with_its_logprobs():
+    seen, calls = {}, []
+    completion = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "4"},
+                               "logprobs": {"content": [{"token": "4", "logprob": -0.1, "top_logprobs": []}]}}]}
+
+    def handler(request):
+        calls.append(1)
+        seen["body"] = json.loads(request.content)
+        return httpx.Response(503, json={"error": {"message": "busy"}}) if len(calls) < 2 else \
+            httpx.Response(200, json=completion)
+
+    reply = await gateway(handler).chat(ENDPOINT, [{"role": "user", "content": "rate it"}], logprobs=True,
+                                        top_logprobs=20)
+    assert reply == completion and len(calls) == 2
+    assert seen["body"]["stream"] is False and seen["body"]["top_logprobs"] == 20
+
+
+async def test_a_whole_completion_that_is_not_one_is_a_bad_response_and_a_refusal_is_not_retried():
+    with pytest.raises(BadResponse, match="not a chat completion"):
+        await gateway(lambda request: httpx.Response(200, json={"choices": []})).chat(ENDPOINT, [])
+    calls = []
+
+    def refuse(request):
+        calls.append(1)
+        return httpx.Response(400, json={"error": {"message": "'n' must be <= 8"}})
+
+    with pytest.raises(EndpointRefused, match="must be <= 8"):
+        await gateway(refuse).chat(ENDPOINT, [], n=20)
+    assert len(calls) == 1
+
+
 def test_base_urls_with_or_without_v1_reach_the_same_path():
     assert Endpoint("http://h:1", "m").url("models") == Endpoint("http://h:1/v1/", "m").url("models") == "http://h:1/v1/models"
 

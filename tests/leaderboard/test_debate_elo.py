@@ -201,7 +201,7 @@ def test_json_and_csv_exports_carry_the_rating(client, debated):
 
     body = client.get(f"/api/boards/{CTX}.csv", {"sort": "debate_elo", "dir": "asc"}).content.decode()
     table = list(csv.reader(io.StringIO(body)))
-    assert table[0] == boards.CSV_HEADER and table[0][-2:] == ["debate_elo", "debate_games"]
+    assert table[0] == boards.CSV_HEADER and table[0][17:19] == ["debate_elo", "debate_games"]
     by_id = {r[2]: dict(zip(table[0], r)) for r in table[1:]}
     assert by_id[mid(1)]["debate_elo"] == f"{expected[mid(1)]:.1f}" and by_id[mid(1)]["debate_games"] == "2"
     assert by_id[mid(4)]["debate_elo"] == "" and by_id[mid(4)]["debate_games"] == "0"

@@ -18,7 +18,8 @@ def get_item(mapping, key):
 
 
 SORT_LABELS = {"name": "Model", "r": "R", "ra": "R<sub>a</sub>", "rh": "R<sub>h</sub>", "n_auto": "automatic",
-               "n_human": "human", "block": "last change", "debate_elo": "Debate Elo"}
+               "n_human": "human", "block": "last change", "debate_elo": "Debate Elo",
+               "peer_elo": "Peer Elo"}
 
 
 def board_query(context_id: str, sort: str, direction: str) -> str:
@@ -100,6 +101,18 @@ def debate_cell(row):
                        row.debate_games, noun, f"{row.debate_elo:.0f}", row.debate_games, noun)
 
 
+def peer_cell(row):
+    """The peer self-evaluation Elo, rounded, its wins–ties–losses in the title; "—" without one."""
+    from django.utils.html import format_html
+    from django.utils.safestring import mark_safe
+
+    if row.peer_elo is None:
+        return mark_safe('<span class="muted" title="not in a peer self-evaluation of this context">—</span>')
+    wins, ties, losses = row.peer_record
+    return format_html('<span title="peer self-evaluation: {} wins, {} ties, {} losses">{}</span>',
+                       wins, ties, losses, f"{row.peer_elo:.0f}")
+
+
 @register.simple_tag
 def board_tbody(rows):
     """The board's rows, rendered in Python: a 100-row board has ~3,000 cells, which Django's template
@@ -123,10 +136,10 @@ def board_tbody(rows):
             '<tr data-model="{}"><td class="rank">{}</td>'
             '<td class="model"><a href="{}">{}</a> <code title="{}">{}</code></td>'
             '<td class="r">{}</td><td class="band">{}</td><td class="trend">{}</td>'
-            '<td class="debate-elo">{}</td><td class="ra">{}</td><td class="rh">{}</td>'
+            '<td class="debate-elo">{}</td><td class="peer-elo">{}</td><td class="ra">{}</td><td class="rh">{}</td>'
             '<td class="n-auto">{}</td><td class="n-human">{}</td>'
             '<td class="changed">{}</td></tr>',
             row.model_id, row.rank if row.rank else "–", row.url, row.name, row.model_id, row.short_id,
-            wad(row.r), band, sparkline(row.spark), debate_cell(row), wad(row.ra), wad(row.rh), row.n_auto,
-            row.n_human, changed))
+            wad(row.r), band, sparkline(row.spark), debate_cell(row), peer_cell(row), wad(row.ra), wad(row.rh),
+            row.n_auto, row.n_human, changed))
     return mark_safe("\n".join(out))
