@@ -401,7 +401,9 @@ class DebateEvaluator(Evaluator):
     def params(self) -> dict[str, str]:
         return {"judges": ",".join(agent_names(self.judges)), "criterion": self.criterion,
                 "rounds": str(settings.LLMCHAIN_DEBATE_ROUNDS),
-                "temperature": str(settings.LLMCHAIN_DEBATE_TEMPERATURE)}
+                "temperature": str(settings.LLMCHAIN_DEBATE_TEMPERATURE),
+                "max_tokens": str(settings.LLMCHAIN_DEBATE_MAX_TOKENS),
+                "pairs_failed": str(self.failed)}  # undecided because a judge failed (read after compare)
 
     def score(self, items, criterion):
         raise EvaluatorError("the debate compares two answers; it gives no absolute scores")

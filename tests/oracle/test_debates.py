@@ -330,11 +330,20 @@ def test_the_debate_as_an_evaluator_of_human_labelled_pairs(world, tmp_path, cap
     # p1: the judges pick a (right); p2: they pick b against the human a (wrong); p3: tie = tie
     assert (report["n"], report["accuracy_non_tie"], report["agreement_with_ties"]) == (3, 0.5, 0.6667)
     assert report["evaluator_params"]["judges"] == "judge-a,judge-b"
+    assert report["evaluator_params"]["pairs_failed"] == "0"
     assert not Debate.objects.exists() and not DebateJob.objects.exists()  # nothing queued for experts
 
     call_command("metaeval", "pairs", str(path), "--evaluator", "debate", "--limit", "1", "--seed", "4")
     sampled = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert (sampled["n"], sampled["pairs_in_file"], sampled["sample_seed"]) == (1, 3, 4)
+
+
+def test_a_pair_whose_judge_fails_is_undecided_and_counted(world):
+    judges(world, "judge-a", "judge-b")
+    evaluator = debates.DebateEvaluator(gateway=ScriptedJudges(prefers_paris, fail_after=1).gateway())
+    item = {"id": "p1", "question": QUESTION, "category": "geo", "answer_a": GOOD, "answer_b": BAD, "human": "a"}
+    assert evaluator.compare([item]) == [None]
+    assert evaluator.params["pairs_failed"] == "1"
 
 
 def test_the_debate_evaluator_without_judges_is_a_clear_error(world, tmp_path):
