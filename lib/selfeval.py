@@ -33,6 +33,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Protocol
 
+from lib.evaluators import Evaluator
 from lib.pairwise import Outcome, Record, elo, records
 
 ELO_K = 4
@@ -279,7 +280,7 @@ def _jsonl(name: str, lines: list[str]) -> list[str | None]:
 
 # --- as a pairwise evaluator for meta-evaluation (metaeval pairs --evaluator selfeval) -----------
 
-class PeerJudge:
+class PeerJudge(Evaluator):
     """Seed 002's comparison as a verdict on labelled pairs: the other answers to the same question
     in the file (from its other pairs; one per model when the pairs name their models, else one per
     distinct text) each judge the pair, as in ``compare``; the verdict is the majority of their
@@ -303,11 +304,6 @@ class PeerJudge:
     def params(self) -> dict[str, str]:
         return {"judges": "the other answers to the same question in the file",
                 "score": "BERTScore recall against the judge's answer", "verdict": "majority of the judges"}
-
-    def score(self, items, criterion):
-        from lib.evaluators import EvaluatorError
-
-        raise EvaluatorError("selfeval compares two answers against the others; it gives no absolute scores")
 
     def compare(self, items: Sequence[Mapping]) -> list[str | None]:
         pool: dict[str, dict[str, str]] = {}  # question -> {who: text}

@@ -11,6 +11,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from apps.chain.models import Context
@@ -63,6 +64,16 @@ def history(interaction: Interaction) -> list[dict]:
         messages += [{"role": "user", "content": earlier.prompt},
                      {"role": "assistant", "content": earlier.answer}]
     return messages + [{"role": "user", "content": interaction.prompt}]
+
+
+def answered_first_turns(context: Context | None = None) -> QuerySet:
+    """The answered first interactions of conversations (in `context`, if given), oldest first: the
+    single-turn prompts that models answered with no history, comparable across models."""
+    first = Interaction.objects.filter(conversation=OuterRef("conversation")).order_by("created_at", "id")
+    turns = Interaction.objects.filter(status=Interaction.Status.DONE, id=Subquery(first.values("id")[:1]))
+    if context is not None:
+        turns = turns.filter(conversation__context=context)
+    return turns.order_by("created_at", "id")
 
 
 def finish_interaction(interaction: Interaction, answer: str,

@@ -55,6 +55,12 @@ class Endpoint:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
 
+def _unavailable(endpoint: Endpoint, exc: httpx.TransportError) -> EndpointUnavailable:
+    """A transport failure (timeout, refused connection, broken stream) as the gateway's error."""
+    what = "timed out" if isinstance(exc, httpx.TimeoutException) else "is unreachable"
+    return EndpointUnavailable(f"{endpoint.base_url} {what}: {exc!r}")
+
+
 def _error_for(response: httpx.Response, body: bytes) -> GatewayError:
     try:
         detail = json.loads(body).get("error", {})
@@ -95,10 +101,8 @@ class Gateway:
                         started = True
                         yield piece
                     return
-            except httpx.TimeoutException as exc:
-                error: GatewayError = EndpointUnavailable(f"{endpoint.base_url} timed out: {exc!r}")
-            except httpx.TransportError as exc:
-                error = EndpointUnavailable(f"{endpoint.base_url} is unreachable: {exc!r}")
+            except httpx.TransportError as exc:  # timeouts included
+                error: GatewayError = _unavailable(endpoint, exc)
             except GatewayError as exc:
                 error = exc
             if started or error.permanent or attempt == self.retries:
@@ -128,10 +132,8 @@ class Gateway:
                 if not isinstance(body, dict) or not isinstance(body.get("choices"), list) or not body["choices"]:
                     raise BadResponse(f"{endpoint.base_url} answered JSON that is not a chat completion")
                 return body
-            except httpx.TimeoutException as exc:
-                error: GatewayError = EndpointUnavailable(f"{endpoint.base_url} timed out: {exc!r}")
-            except httpx.TransportError as exc:
-                error = EndpointUnavailable(f"{endpoint.base_url} is unreachable: {exc!r}")
+            except httpx.TransportError as exc:  # timeouts included
+                error: GatewayError = _unavailable(endpoint, exc)
             except GatewayError as exc:
                 error = exc
             if error.permanent or attempt == self.retries:
@@ -144,10 +146,8 @@ class Gateway:
         try:
             async with self._client() as client:
                 response = await client.get(endpoint.url("models"), headers=endpoint.headers())
-        except httpx.TimeoutException as exc:
-            raise EndpointUnavailable(f"{endpoint.base_url} timed out: {exc!r}") from exc
-        except httpx.TransportError as exc:
-            raise EndpointUnavailable(f"{endpoint.base_url} is unreachable: {exc!r}") from exc
+        except httpx.TransportError as exc:  # timeouts included
+            raise _unavailable(endpoint, exc) from exc
         if response.status_code != 200:
             raise _error_for(response, response.content)
         try:

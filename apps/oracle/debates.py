@@ -24,17 +24,17 @@ import hashlib
 import logging
 import random
 from dataclasses import dataclass, field
+from itertools import combinations
 from datetime import timedelta
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F, Min, Q
 from django.utils import timezone
 
 from apps.annotate.models import Debate, DebateTurn, QueueItem
 from apps.annotate.outcomes import outcome_settled
-from apps.chat.conversations import history
+from apps.chat.conversations import answered_first_turns, history
 from apps.chat.gateway import Gateway, GatewayError
 from apps.chat.health import running_models
 from apps.chat.models import Interaction, RegisteredModel
@@ -42,6 +42,7 @@ from apps.chat.providers import endpoint_of, prompt_key
 from lib import debate as protocol
 from lib.evaluators import Evaluator, EvaluatorError
 
+from .jobs import claim_free
 from .models import DebateJob
 
 log = logging.getLogger(__name__)
@@ -166,6 +167,10 @@ def from_same_prompt(a: Interaction, b: Interaction) -> Pair:
         raise DebateRequestError("the two interactions answer different prompts")
     if not (_first_turn(a) and _first_turn(b)):
         raise DebateRequestError("only first turns can be compared: later turns answer different histories")
+    return _same_prompt_pair(a, b)
+
+
+def _same_prompt_pair(a: Interaction, b: Interaction) -> Pair:
     a, b = sorted((a, b), key=lambda i: i.interaction_id)
     ca, cb = a.conversation, b.conversation
     return Pair(key=f"live:same-prompt:{a.interaction_id}:{b.interaction_id}", question=a.prompt,
@@ -177,30 +182,23 @@ def from_same_prompt(a: Interaction, b: Interaction) -> Pair:
 
 def candidate_pairs(context=None) -> list[Pair]:
     """Every pair of either kind the site holds (in the context, if given), in a stable order."""
-    done = Interaction.objects.filter(status=Interaction.Status.DONE).exclude(answer="").select_related(
-        "conversation__model", "conversation__context", "evaluation")
+    related = ("conversation__model", "conversation__context", "evaluation")
+    done = Interaction.objects.filter(status=Interaction.Status.DONE).exclude(answer="").select_related(*related)
     if context is not None:
         done = done.filter(conversation__context=context)
     pairs: list[Pair] = []
-    first_turns: dict[tuple[int, str], list[Interaction]] = {}
-    firsts = set(Interaction.objects.values("conversation_id").annotate(first=Min("id")).values_list(
-        "first", flat=True))
     for interaction in done.order_by("id"):
         job = getattr(interaction, "evaluation", None)
         for ref in (job.references if job else []):
             if ref.get("text"):
                 pairs.append(from_reference(interaction, ref["model"]))
-        if interaction.id in firsts:
-            first_turns.setdefault((interaction.conversation.context_id, prompt_key(interaction.prompt)),
-                                   []).append(interaction)
-    for group in first_turns.values():
-        latest: dict[int, Interaction] = {}
-        for i in group:  # one answer per model: its latest
-            latest[i.conversation.model_id] = i
-        answers = sorted(latest.values(), key=lambda i: i.interaction_id)
-        for x in range(len(answers)):
-            for y in range(x + 1, len(answers)):
-                pairs.append(from_same_prompt(answers[x], answers[y]))
+    # Same prompt: one answer per model and prompt, its latest; every two models of a prompt.
+    latest: dict[tuple[int, str], dict[int, Interaction]] = {}
+    for i in answered_first_turns(context).exclude(answer="").select_related(*related):
+        latest.setdefault((i.conversation.context_id, prompt_key(i.prompt)), {})[i.conversation.model_id] = i
+    for by_model in latest.values():
+        answers = sorted(by_model.values(), key=lambda i: i.interaction_id)
+        pairs += [_same_prompt_pair(a, b) for a, b in combinations(answers, 2)]
     return pairs
 
 
@@ -251,14 +249,7 @@ def sample(n: int, *, context=None, criterion: str | None = None, judges=None, s
 
 def claim(limit: int = 1, lease_s: float | None = None) -> list[DebateJob]:
     lease_s = lease_s if lease_s is not None else settings.LLMCHAIN_DEBATE_LEASE_S
-    now = timezone.now()
-    free = Q(status__in=ACTIVE) & (Q(claimed_until=None) | Q(claimed_until__lt=now))
-    taken = []
-    for pk in list(DebateJob.objects.filter(free).order_by("id").values_list("pk", flat=True)[:limit]):
-        if DebateJob.objects.filter(free, pk=pk).update(claimed_until=now + timedelta(seconds=lease_s),
-                                                        attempts=F("attempts") + 1):
-            taken.append(DebateJob.objects.get(pk=pk))
-    return taken
+    return list(DebateJob.objects.filter(pk__in=claim_free(DebateJob, ACTIVE, limit, lease_s)).order_by("id"))
 
 
 def _reply_key(agent: str, prompt: str) -> str:
@@ -404,9 +395,6 @@ class DebateEvaluator(Evaluator):
                 "temperature": str(settings.LLMCHAIN_DEBATE_TEMPERATURE),
                 "max_tokens": str(settings.LLMCHAIN_DEBATE_MAX_TOKENS),
                 "pairs_failed": str(self.failed)}  # undecided because a judge failed (read after compare)
-
-    def score(self, items, criterion):
-        raise EvaluatorError("the debate compares two answers; it gives no absolute scores")
 
     def compare(self, items) -> list[str | None]:
         from concurrent.futures import ThreadPoolExecutor

@@ -64,19 +64,24 @@ def reputation_in(context_id: str, model_id: str) -> int:
     return int(mean) if mean is not None else INITIAL_R
 
 
-def claim(limit: int, lease_s: float | None = None) -> list[EvaluationJob]:
-    """Take up to `limit` active jobs that nobody holds; a conditional update makes it exclusive."""
-    lease_s = lease_s if lease_s is not None else settings.LLMCHAIN_ORACLE_LEASE_S
+def claim_free(model, active, limit: int, lease_s: float) -> list[int]:
+    """The pks of up to `limit` rows of `model` (a job table with status, claimed_until and attempts)
+    in an `active` status that nobody holds, now held for `lease_s`; a conditional update per row
+    makes each claim exclusive."""
     now = timezone.now()
-    free = Q(status__in=ACTIVE) & (Q(claimed_until=None) | Q(claimed_until__lt=now))
-    taken = []
-    for pk in list(EvaluationJob.objects.filter(free).order_by("id").values_list("pk", flat=True)[:limit]):
-        if EvaluationJob.objects.filter(free, pk=pk).update(claimed_until=now + timedelta(seconds=lease_s),
-                                                            attempts=F("attempts") + 1):
-            taken.append(EvaluationJob.objects.select_related(
-                "interaction__conversation__model", "interaction__conversation__context",
-                "interaction__conversation__user__profile").get(pk=pk))
-    return taken
+    free = Q(status__in=active) & (Q(claimed_until=None) | Q(claimed_until__lt=now))
+    return [pk for pk in list(model.objects.filter(free).order_by("id").values_list("pk", flat=True)[:limit])
+            if model.objects.filter(free, pk=pk).update(claimed_until=now + timedelta(seconds=lease_s),
+                                                        attempts=F("attempts") + 1)]
+
+
+def claim(limit: int, lease_s: float | None = None) -> list[EvaluationJob]:
+    """Take up to `limit` active jobs that nobody holds."""
+    lease_s = lease_s if lease_s is not None else settings.LLMCHAIN_ORACLE_LEASE_S
+    return [EvaluationJob.objects.select_related(
+        "interaction__conversation__model", "interaction__conversation__context",
+        "interaction__conversation__user__profile").get(pk=pk)
+        for pk in claim_free(EvaluationJob, ACTIVE, limit, lease_s)]
 
 
 def _save(job: EvaluationJob, **fields) -> None:

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from apps.chain.models import Context
-from apps.chat.models import Interaction
+from apps.chat.conversations import answered_first_turns
 from apps.chat.providers import prompt_key
 from apps.leaderboard import entries
 from lib.reputation import GLOBAL_CONTEXT_ID
@@ -42,12 +41,8 @@ class ContextSelfEvaluation:
 def context_answers(context: Context) -> tuple[dict[str, list[str | None]], dict[str, str]]:
     """(answers[model name][prompt], {model name: model id}) for the context's single-turn prompts
     answered by at least three models, prompts in the order they were first asked."""
-    first_turn = Interaction.objects.filter(conversation=OuterRef("conversation")).order_by("created_at", "id")
-    rows = (Interaction.objects
-            .filter(conversation__context=context, status=Interaction.Status.DONE,
-                    id=Subquery(first_turn.values("id")[:1]))
-            .order_by("created_at", "id")
-            .values_list("prompt", "answer", "conversation__model__name", "conversation__model__model_id"))
+    rows = answered_first_turns(context).values_list("prompt", "answer", "conversation__model__name",
+                                                     "conversation__model__model_id")
     by_prompt: dict[str, dict[str, str]] = {}
     model_ids: dict[str, str] = {}
     for prompt, answer, name, model_id in rows.iterator():

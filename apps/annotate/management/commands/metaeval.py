@@ -103,10 +103,7 @@ class Command(BaseCommand):
         rows.append(["overall", "", str(sum(c.debates for c in report.cells)), str(sum(c.gold for c in report.cells)),
                      str(sum(c.gold_ties for c in report.cells)),
                      *(_cell(report.overall.get(name)) for name in report.evaluators)])
-        head = [printable(h) for h in head]
-        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-        for row in [head, *rows]:
-            self.stdout.write("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+        self._table([printable(h) for h in head], rows)
         self.stdout.write(f"rate (agreed/gold items[, unparseable?]; sys agreed/compared system pairs). "
                           f"{report.expert_verdicts} expert verdicts; '{DEBATE}' is scored only where it reached "
                           f"consensus; judges by their independent round-0 verdict.")
@@ -205,8 +202,8 @@ class Command(BaseCommand):
             if len(scores) != len(items):
                 raise CommandError(f"{evaluator}: {len(scores)} scores for {len(items)} responses")
             results[c] = score_correlations([item["human"][c] for item in items], scores, groups)
-            if judge.details(c):
-                results[c]["judge"] = judge.details(c)
+            if details := judge.details(c):
+                results[c]["judge"] = details
         seconds = time.perf_counter() - started
 
         def fmt(x):
