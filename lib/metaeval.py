@@ -240,17 +240,20 @@ def pairs_report(pairs: Sequence[dict], verdicts: Sequence[str | None]) -> dict:
 # figure per criterion; its own experiment (E3) pools all 360 Topical-Chat responses, while it says
 # G-Eval's original setting correlates the 6 responses of each dialogue. Both are given: `pooled`,
 # and `per_context`, the mean over contexts of each context's correlation (contexts where it is
-# undefined, a constant side, are left out and counted).
+# undefined, a constant side or fewer than three scored items, are left out and counted). Two points
+# always correlate at +1 or -1, so a correlation over two says nothing and is not given.
+
+MIN_CORRELATION_N = 3
 
 CORRELATIONS = ("pearson", "spearman", "kendall")
 
 
 def correlations(xs: Sequence[float], ys: Sequence[float]) -> dict[str, float | None]:
     """{pearson, spearman, kendall} of two equally long samples; None where undefined (fewer than
-    two values, or one side constant)."""
+    MIN_CORRELATION_N values, or one side constant)."""
     if len(xs) != len(ys):
         raise ValueError("correlations need samples of the same length")
-    if len(xs) < 2 or len(set(xs)) < 2 or len(set(ys)) < 2:
+    if len(xs) < MIN_CORRELATION_N or len(set(xs)) < 2 or len(set(ys)) < 2:
         return dict.fromkeys(CORRELATIONS)
     from scipy import stats
 

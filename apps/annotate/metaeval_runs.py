@@ -42,9 +42,10 @@ SCORES_TEXT = {
                 "evaluator score.",
     "kendall": "Kendall τ (tau-b): of every two responses, how much more often the evaluator orders them as the "
                "humans do than the other way round, ties accounted for.",
-    "pooled": "Pooled: over all responses at once.",
+    "pooled": "Pooled: over all scored responses at once (none with fewer than 3: two points always give ±1).",
     "per_context": "Per dialogue: each dialogue's correlation among its own responses, averaged over the "
-                   "dialogues (how well the evaluator ranks answers to the same conversation).",
+                   "dialogues (how well the evaluator ranks answers to the same conversation); dialogues with "
+                   "fewer than 3 scored responses, or a constant side, are left out.",
     "unscored": "Unscored: responses the evaluator gave no score (left out of the correlations, never guessed).",
 }
 SYMBOLS = {"pearson": "r", "spearman": "ρ", "kendall": "τ"}

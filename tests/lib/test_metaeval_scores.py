@@ -30,6 +30,16 @@ def test_a_constant_side_has_no_correlation():
     assert correlations([1], [1]) == {"pearson": None, "spearman": None, "kendall": None}
 
 
+def test_two_points_give_no_correlation_since_they_always_give_plus_or_minus_one():
+    assert correlations([1, 2], [3, 5]) == {"pearson": None, "spearman": None, "kendall": None}
+    assert correlations([1, 2, 3], [3, 5, 4]) == pytest.approx({"pearson": 0.5, "spearman": 0.5,
+                                                                "kendall": 1 / 3})
+    # a dialogue where the judge scored only two responses no longer counts as a perfect +1
+    got = score_correlations([1, 2, 3, 4, 5, 1, 2, 3], [1, 2, None, None, None, 5, 4, 3], groups=list("xxxxxyyy"))
+    assert got["n"] == 5 and got["per_context"]["undefined"] == {"pearson": 1, "spearman": 1, "kendall": 1}
+    assert got["per_context"]["spearman"] == -1.0
+
+
 def test_per_context_correlations_are_averaged_over_the_contexts_where_they_are_defined():
     human = [1, 2, 3, 3, 2, 1, 5, 5, 5]
     scores = [1, 2, 3, 1, 2, 3, 1, 2, 3]  # context x agrees, y disagrees, z has constant human scores

@@ -31,7 +31,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from lib import topical_chat
 from lib.evaluators import EvaluatorError, available_evaluators, get_evaluator
-from lib.metaeval import CORRELATIONS, PairsFileError, pairs_report, read_pairs, score_correlations
+from lib.metaeval import CORRELATIONS, MIN_CORRELATION_N, PairsFileError, pairs_report, read_pairs, score_correlations
 
 from ...metaeval_runs import UnknownBoardContext, record_run, resolve_context
 from ...report import DEBATE, debates_report
@@ -228,7 +228,9 @@ class Command(BaseCommand):
         self.stdout.write(f"evaluator {printable(evaluator)} on {len(items)} responses in {seconds:.1f} s. pooled: "
                           f"over all responses (seed 004's E3); per-context: mean over the "
                           f"{len(set(groups))} dialogue contexts of each context's correlation (G-Eval's setting); "
-                          f"kendall is tau-b. Reference for reference-based evaluators: the knowledge fact.")
+                          f"a correlation needs {MIN_CORRELATION_N} scored responses and two distinct values on each "
+                          f"side, or it is undefined (—); kendall is tau-b. Reference for reference-based evaluators: "
+                          f"the knowledge fact.")
         self._report("scores", str(path), {
             "evaluator": evaluator, "evaluator_params": judge.params, "data": str(path),
             "n": len(items), "reference": "knowledge fact (`context`)",
