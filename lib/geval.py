@@ -320,14 +320,22 @@ class GEvalJudge:
 
     def judge_all(self, c: Criterion, steps: str, items: Sequence[Mapping],
                   progress: Callable[[int], None] | None = None) -> list[Judgement]:
-        """Judgements of ``items`` in order, ``workers`` at a time."""
-        if self.method == "auto" and items:  # settle the method on one item before fanning out
-            first = [self.judge(c, steps, items[0])]
-            rest = items[1:]
+        """Judgements of ``items`` in order, ``workers`` at a time. A judgement depends only on its form
+        prompt (greedy, or samples seeded by the prompt), so items with the same prompt (one answer in
+        several pairs, say) are judged once and share the judgement."""
+        prompts = [form_prompt(c, steps, item) for item in items]
+        first_of: dict[str, int] = {}
+        for i, prompt in enumerate(prompts):
+            first_of.setdefault(prompt, i)
+        distinct = [items[i] for i in first_of.values()]
+        if self.method == "auto" and distinct:  # settle the method on one item before fanning out
+            first = [self.judge(c, steps, distinct[0])]
+            rest = distinct[1:]
         else:
-            first, rest = [], items
+            first, rest = [], distinct
         with ThreadPoolExecutor(self.workers) as pool:
-            out = first + list(pool.map(lambda item: self.judge(c, steps, item), rest))
+            found = dict(zip(first_of, first + list(pool.map(lambda item: self.judge(c, steps, item), rest))))
+        out = [found[prompt] for prompt in prompts]
         if progress:
             progress(len(out))
         return out

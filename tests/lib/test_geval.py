@@ -172,3 +172,16 @@ def test_many_items_keep_their_order_and_the_summary_counts_the_unusable():
     summary = geval.summary(found)
     assert summary["scored"] == 2 and summary["unusable"] == 2
     assert summary["mean_digit_mass"] == pytest.approx(0.475)
+
+
+def test_an_item_repeated_is_judged_once_and_keeps_each_of_its_places():
+    def rule(prompt, params):
+        score = 5 if "another question" in prompt else 4 if "lovely" in prompt else 2
+        return completion("x", logprobs=[entry(str(score), **{str(score): 1.0})])
+
+    judge = ScriptedJudge(rule)
+    items = [dict(ITEM, response=r) for r in ("lovely", "meh", "lovely", "meh", "lovely")]
+    items.append(dict(ITEM, question="another question", response="lovely"))  # another prompt: judged apart
+    found = GEvalJudge(judge, workers=2).judge_all(CRITERIA["overall"], "s", items)
+    assert [j.score for j in found] == [4, 2, 4, 2, 4, 5]
+    assert len(judge.requests) == 3
