@@ -49,6 +49,12 @@ class Evaluator:
         judge's digit mass and unusable items), copied into the report; {} when nothing."""
         return {}
 
+    def pair_details(self) -> dict:
+        """What the last ``compare`` says about the evaluator itself (an LLM judge's unusable answers,
+        replies with no verdict), copied into the report as ``judge``; a ``warning`` in it, printed
+        and shown on the run's page, says when the judge cannot be trusted. {} when nothing."""
+        return {}
+
     def compare(self, items: Sequence[Mapping]) -> list[str | None]:
         raise EvaluatorError(f"evaluator {self.name!r} cannot compare pairs of answers")
 

@@ -133,6 +133,8 @@ class RunPage:
     rows: list[dict] = field(default_factory=list)  # pairs: per category + overall; scores: per criterion
     system_pairs: list[dict] = field(default_factory=list)
     judged: list[dict] = field(default_factory=list)  # scores: the judge's own counts, when it reports them
+    pair_judge: list[tuple[str, str]] = field(default_factory=list)  # pairs: the same, as (label, value)
+    judge_warning: str = ""  # pairs: why the judge cannot be trusted, when it says so
     chart: dict = field(default_factory=dict)
     explanations: list[str] = field(default_factory=list)
 
@@ -150,8 +152,12 @@ def _pairs_page(run: MetaEvalRun) -> dict:
         {"key": "accuracy_non_tie", "label": "accuracy (non-tie)", "data": [row["accuracy_non_tie"] for row in rows]},
         {"key": "agreement_with_ties", "label": "agreement (with ties)",
          "data": [row["agreement_with_ties"] for row in rows]}]}
+    judge = r.get("judge") or {}
+    pair_judge = [(key.replace("_", " "), ", ".join(map(str, v)) if isinstance(v, list) else str(v))
+                  for key, v in judge.items() if key != "warning"]
     return {"rows": rows, "system_pairs": (level or {}).get("pairs", []), "chart": chart,
-            "explanations": list(PAIRS_TEXT.values())}
+            "explanations": list(PAIRS_TEXT.values()), "pair_judge": pair_judge,
+            "judge_warning": str(judge.get("warning") or "")}
 
 
 def _scores_page(run: MetaEvalRun) -> dict:

@@ -23,6 +23,7 @@ import asyncio
 import hashlib
 import logging
 import random
+import threading
 from dataclasses import dataclass, field
 from itertools import combinations
 from datetime import timedelta
@@ -387,6 +388,8 @@ class DebateEvaluator(Evaluator):
         self.gateway, self.workers = gateway or Gateway(), workers
         self.criterion, self.description = criterion_of(None)
         self.failed = 0  # pairs left undecided because a judge failed
+        self.replies = self.unread = 0  # judge replies in debates held, and those with no readable verdict
+        self._count = threading.Lock()
 
     @property
     def params(self) -> dict[str, str]:
@@ -395,6 +398,15 @@ class DebateEvaluator(Evaluator):
                 "temperature": str(settings.LLMCHAIN_DEBATE_TEMPERATURE),
                 "max_tokens": str(settings.LLMCHAIN_DEBATE_MAX_TOKENS),
                 "pairs_failed": str(self.failed)}  # undecided because a judge failed (read after compare)
+
+    def pair_details(self) -> dict:
+        found = {"replies": self.replies, "replies_without_verdict": self.unread, "pairs_failed": self.failed}
+        if self.unread * 2 > self.replies:
+            found["warning"] = (f"UNUSABLE judges: {self.unread} of {self.replies} replies gave no readable verdict "
+                                f"(recorded as unreadable, never guessed), so their debates rarely reach consensus.")
+        elif self.unread:
+            found["warning"] = f"{self.unread} of {self.replies} judge replies gave no readable verdict (not guessed)."
+        return found
 
     def compare(self, items) -> list[str | None]:
         from concurrent.futures import ThreadPoolExecutor
@@ -417,6 +429,10 @@ class DebateEvaluator(Evaluator):
             result = protocol.run_debate(spec, ask, rounds=settings.LLMCHAIN_DEBATE_ROUNDS, rng=random.Random(seed))
         except (GatewayError, TimeoutError) as exc:  # undecided, and said so
             log.warning("debate evaluator: pair %s: a judge failed: %s", item["id"], exc)
-            self.failed += 1
+            with self._count:
+                self.failed += 1
             return None
+        with self._count:
+            self.replies += len(result.turns)
+            self.unread += sum(t.verdict is None for t in result.turns)
         return {protocol.FIRST: "a", protocol.SECOND: "b", protocol.NEITHER: "tie", None: None}[result.consensus]

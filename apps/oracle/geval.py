@@ -107,11 +107,21 @@ class GEval(Evaluator):
             raise EvaluatorError(f"the judge {self.model.name} failed: {exc}") from None
         except ValueError as exc:
             raise EvaluatorError(str(exc)) from None
-        self.reports[criterion] = geval.summary(found, self.judge.threshold)
+        distinct = list({id(j): j for j in found}.values())  # an item judged once stands in all its places
+        self.reports[criterion] = geval.summary(distinct, self.judge.threshold)
         return found
 
     def score(self, items, criterion):
         return [j.score for j in self.judgements(items, criterion)]
+
+    def pair_details(self) -> dict:
+        found = dict(self.details(self.pairwise_criterion))
+        if found.get("unusable"):
+            found["warning"] = (
+                f"UNUSABLE judge on {found['unusable']} of {found['unusable'] + found['scored']} distinct answers: "
+                f"it put less than {found['threshold']} of its probability on the digits 1-5, so the pairs with "
+                f"such an answer are undecided, not guessed.")
+        return found
 
     def compare(self, items):
         sides = [{"question": item["question"], "response": item[side], "reference": item.get("reference")}

@@ -6,6 +6,7 @@ of the real built-in model debate."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 
@@ -331,6 +332,7 @@ def test_the_debate_as_an_evaluator_of_human_labelled_pairs(world, tmp_path, cap
     assert (report["n"], report["accuracy_non_tie"], report["agreement_with_ties"]) == (3, 0.5, 0.6667)
     assert report["evaluator_params"]["judges"] == "judge-a,judge-b"
     assert report["evaluator_params"]["pairs_failed"] == "0"
+    assert report["judge"] == {"replies": len(script.calls), "replies_without_verdict": 0, "pairs_failed": 0}
     assert not Debate.objects.exists() and not DebateJob.objects.exists()  # nothing queued for experts
 
     call_command("metaeval", "pairs", str(path), "--evaluator", "debate", "--limit", "1", "--seed", "4")
@@ -352,3 +354,30 @@ def test_the_debate_evaluator_without_judges_is_a_clear_error(world, tmp_path):
                                 "human": "a"}) + "\n")
     with pytest.raises(CommandError, match="no running model is flagged as a judge"):
         call_command("metaeval", "pairs", str(path), "--evaluator", "debate")
+
+
+def test_judges_whose_replies_give_no_verdict_are_reported_unusable_by_the_debate_evaluator(world, tmp_path,
+                                                                                          settings, monkeypatch):
+    settings.LLMCHAIN_DEBATE_ROUNDS = 2
+    judges(world, "judge-a", "judge-b")
+    script = ScriptedJudges(lambda judge, prompt: prefers_paris(judge, prompt) if judge == "judge-a"
+                            else "Both submissions have merits and weaknesses.")
+    monkeypatch.setattr(debates, "Gateway", script.gateway)
+    rows = [{"id": f"p{i}", "question": QUESTION, "category": "geo", "answer_a": GOOD, "answer_b": BAD,
+             "human": "a"} for i in range(3)]
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = io.StringIO()
+    call_command("metaeval", "pairs", str(path), "--evaluator", "debate", stdout=out)
+    report = json.loads(out.getvalue().strip().splitlines()[-1])
+    # every debate runs both rounds without consensus: 3 pairs x 2 agents x 2 rounds, half of them unread
+    assert report["judge"] == {"replies": 12, "replies_without_verdict": 6, "pairs_failed": 0,
+                               "warning": "6 of 12 judge replies gave no readable verdict (not guessed)."}
+    assert report["undecided"] == 3 and len(script.calls) == 12
+    assert "6 of 12 judge replies gave no readable verdict" in out.getvalue()
+    assert "UNUSABLE" not in out.getvalue()  # half is not most
+
+    script.rule = lambda judge, prompt: "Both submissions have merits and weaknesses."
+    out = io.StringIO()
+    call_command("metaeval", "pairs", str(path), "--evaluator", "debate", "--no-save", stdout=out)
+    assert "UNUSABLE judges: 12 of 12 replies gave no readable verdict" in out.getvalue()

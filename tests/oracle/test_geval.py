@@ -102,6 +102,25 @@ def test_pairs_are_won_by_the_higher_overall_score_and_unusable_ones_are_undecid
     assert get_evaluator("geval:judge-7b").compare(pairs) == [None, "tie"]
 
 
+def test_metaeval_pairs_judges_each_answer_once_and_reports_an_unusable_judge(judge, tmp_path, client):
+    q, good, other = ITEMS[0]["question"], ITEMS[0]["response"], ITEMS[2]["response"]
+    rows = [{"id": f"p{i}", "question": q, "category": "jazz", "answer_a": a, "answer_b": b, "human": h}
+            for i, (a, b, h) in enumerate([("banana", good, "b"), (good, other, "a"), (other, "banana", "a"),
+                                           (good, "banana", "a")])]
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = io.StringIO()
+    call_command("metaeval", "pairs", str(path), "--evaluator", "geval:judge-7b", stdout=out)
+    text = out.getvalue()
+    report = json.loads(text.strip().splitlines()[-1])
+    assert sum(bool(b.get("logprobs")) for b in judge.bodies) == 3  # 8 sides, 3 distinct answers
+    assert (report["judge"]["scored"], report["judge"]["unusable"]) == (2, 1)
+    assert (report["undecided"], report["evaluator_ties"]) == (3, 1)
+    assert "UNUSABLE judge on 1 of 3 distinct answers" in text
+    page = client.get(f"/metaeval/{report['run']}/").content.decode()
+    assert 'id="metaeval-judge-warning"' in page and "UNUSABLE judge on 1 of 3 distinct answers" in page
+
+
 def test_only_a_registered_model_with_an_endpoint_can_judge(judge):
     with pytest.raises(EvaluatorError, match="no registered model named 'nobody'"):
         get_evaluator("geval:nobody")

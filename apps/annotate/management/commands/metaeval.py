@@ -153,6 +153,7 @@ class Command(BaseCommand):
         except (EvaluatorError, ValueError) as exc:
             raise CommandError(f"{evaluator}: {exc}") from None
         seconds = time.perf_counter() - started
+        details = judge.pair_details()
 
         def row(name: str, r: dict) -> list[str]:
             sys_cell = f"{r['system_agreed']}/{r['system_compared']}" if "system_compared" in r else "—"
@@ -178,10 +179,12 @@ class Command(BaseCommand):
                           f"seed 003 eq. (2) on the pairs humans did not tie; agreement: eq. (2) on all pairs, a "
                           f"tie agreeing with a human tie; undecided verdicts count as wrong; system pairs: eq. (3) "
                           f"per category and system pair, agreed/compared (tied modes left out).")
+        if details.get("warning"):
+            self.stdout.write(details["warning"])
         self._report("pairs", str(path), {
             "evaluator": evaluator, "evaluator_params": judge.params, "file": str(path),
             "seconds": round(seconds, 2), "pairs_in_file": total,
-            "sample_seed": seed if len(pairs) < total else None, **report})
+            "sample_seed": seed if len(pairs) < total else None, **({"judge": details} if details else {}), **report})
 
     def do_scores(self, *, path, evaluator, criterion, **_):
         if criterion != "all" and criterion not in topical_chat.CRITERIA:
