@@ -16,6 +16,7 @@ import os
 import secrets
 import shutil
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -409,6 +410,14 @@ class ModelServer(ThreadingHTTPServer):
         self.config = config
         self.context_length = min(config.context_length, model.context_length)
         super().__init__(address, _Handler)
+
+    def handle_error(self, request, client_address) -> None:
+        """A client that drops its connection (an idle keep-alive socket reset when its event loop
+        ends, say) is not a server error: one debug line, no traceback on the console."""
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            log.debug("client %s dropped its connection", client_address)
+            return
+        super().handle_error(request, client_address)
 
     @property
     def url(self) -> str:

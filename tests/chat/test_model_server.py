@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import time
 
 import httpx
@@ -162,3 +164,24 @@ def test_requests_without_the_api_key_are_refused(model_server, header):
                    json={"model": model_server.model, "messages": QUESTION, "max_tokens": 2})
     assert r.status_code == 401
     assert r.json()["error"]["code"] == "invalid_api_key"
+
+
+def test_a_client_that_resets_its_keep_alive_connection_leaves_no_traceback(model_server):
+    """httpx clients closed with their event loop reset idle connections; that is not a server error."""
+    before = model_server.log_file.stat().st_size
+    host, port = model_server.url.removeprefix("http://").removesuffix("/v1").rsplit(":", 1)
+    for _ in range(3):
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(f"GET /v1/models HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer "
+                         f"{model_server.api_key}\r\n\r\n".encode())
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
+    time.sleep(0.5)
+    assert httpx.get(f"{model_server.url}/models", headers={"Authorization": f"Bearer {model_server.api_key}"},
+                     timeout=10).status_code == 200  # still serving
+    time.sleep(0.2)
+    with model_server.log_file.open("rb") as log:
+        log.seek(before)
+        new = log.read().decode(errors="replace")
+    assert new.count('"GET /v1/models HTTP/1.1" 200') == 4
+    assert "Traceback" not in new and "Connection reset" not in new
