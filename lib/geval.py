@@ -324,17 +324,15 @@ class GEvalJudge:
         prompt (greedy, or samples seeded by the prompt), so items with the same prompt (one answer in
         several pairs, say) are judged once and share the judgement."""
         prompts = [form_prompt(c, steps, item) for item in items]
-        first_of: dict[str, int] = {}
-        for i, prompt in enumerate(prompts):
-            first_of.setdefault(prompt, i)
-        distinct = [items[i] for i in first_of.values()]
+        by_prompt = dict(zip(prompts, items))  # one item per distinct prompt, prompts in first-seen order
+        distinct = list(by_prompt.values())
         if self.method == "auto" and distinct:  # settle the method on one item before fanning out
             first = [self.judge(c, steps, distinct[0])]
             rest = distinct[1:]
         else:
             first, rest = [], distinct
         with ThreadPoolExecutor(self.workers) as pool:
-            found = dict(zip(first_of, first + list(pool.map(lambda item: self.judge(c, steps, item), rest))))
+            found = dict(zip(by_prompt, first + list(pool.map(lambda item: self.judge(c, steps, item), rest))))
         out = [found[prompt] for prompt in prompts]
         if progress:
             progress(len(out))

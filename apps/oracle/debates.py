@@ -23,10 +23,10 @@ import asyncio
 import hashlib
 import logging
 import random
-import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from itertools import combinations
 from datetime import timedelta
+from itertools import combinations
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
@@ -372,6 +372,9 @@ def run_once(limit: int = 1, gateway: Gateway | None = None) -> int:
 
 # --- the debate as an evaluator for meta-evaluation (metaeval pairs --evaluator debate) ---------
 
+PAIR_VERDICT = {protocol.FIRST: "a", protocol.SECOND: "b", protocol.NEITHER: "tie", None: None}  # of a consensus
+
+
 class DebateEvaluator(Evaluator):
     """Pairwise verdicts of a debate between the running judges, held in memory (nothing is
     queued): the consensus, or undecided (None) when the judges still disagree. Each pair is
@@ -387,9 +390,9 @@ class DebateEvaluator(Evaluator):
             raise EvaluatorError(str(exc)) from None
         self.gateway, self.workers = gateway or Gateway(), workers
         self.criterion, self.description = criterion_of(None)
-        self.failed = 0  # pairs left undecided because a judge failed
-        self.replies = self.unread = 0  # judge replies in debates held, and those with no readable verdict
-        self._count = threading.Lock()
+        # of the last compare: pairs left undecided because a judge failed; the replies in the debates
+        # held, and those with no readable verdict
+        self.failed = self.replies = self.unread = 0
 
     @property
     def params(self) -> dict[str, str]:
@@ -409,12 +412,15 @@ class DebateEvaluator(Evaluator):
         return found
 
     def compare(self, items) -> list[str | None]:
-        from concurrent.futures import ThreadPoolExecutor
-
         with ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
-            return list(pool.map(self._one, items))
+            held = list(pool.map(self._one, items))
+        turns = [t for result in held if result is not None for t in result.turns]
+        self.failed = sum(result is None for result in held)
+        self.replies, self.unread = len(turns), sum(t.verdict is None for t in turns)
+        return [None if result is None else PAIR_VERDICT[result.consensus] for result in held]
 
-    def _one(self, item) -> str | None:
+    def _one(self, item) -> protocol.DebateResult | None:
+        """The debate of one pair, or None when a judge failed (logged)."""
         agents = dict(zip(agent_names(self.judges), self.judges))
         seed = int.from_bytes(hashlib.sha256(str(item["id"]).encode()).digest()[:8], "big") >> 2
         spec = protocol.Debate(criterion=self.criterion, criterion_description=self.description,
@@ -429,10 +435,5 @@ class DebateEvaluator(Evaluator):
             result = protocol.run_debate(spec, ask, rounds=settings.LLMCHAIN_DEBATE_ROUNDS, rng=random.Random(seed))
         except (GatewayError, TimeoutError) as exc:  # undecided, and said so
             log.warning("debate evaluator: pair %s: a judge failed: %s", item["id"], exc)
-            with self._count:
-                self.failed += 1
             return None
-        with self._count:
-            self.replies += len(result.turns)
-            self.unread += sum(t.verdict is None for t in result.turns)
-        return {protocol.FIRST: "a", protocol.SECOND: "b", protocol.NEITHER: "tie", None: None}[result.consensus]
+        return result
