@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "apps.oracle",
     "apps.annotate",
     "apps.leaderboard",
+    "ops",  # project-wide commands: up, bench, rekey
 ]
 
 MIDDLEWARE = [
@@ -180,7 +181,7 @@ LOGGING = {
 }
 
 # Secrets that encrypt per-account signing keys at rest. The first encrypts, all decrypt:
-# to rotate, put the new secret first, run `manage.py chain rekey`, then drop the old one.
+# to rotate, put the new secret first, run `manage.py rekey`, then drop the old one.
 LLMCHAIN_KEY_SECRETS = os.environ.get("LLMCHAIN_KEY_SECRETS", SECRET_KEY).split(",")
 
 # --- Evidence on IPFS (apps/chain/evidence.py) -----------------------------------------

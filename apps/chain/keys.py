@@ -73,19 +73,13 @@ def oracle_address() -> str:
     return Account.from_key(settings.LLMCHAIN_ORACLE_KEY).address
 
 
-def rekey() -> int:
-    """Re-encrypt every stored secret (signing keys, model API keys) with the first configured
-    secret; returns how many."""
-    from apps.chat.models import RegisteredModel  # the registry's API keys use the same secrets
-
+def rekey_signing_keys() -> int:
+    """Re-encrypt every stored signing key with the first configured secret; returns how many.
+    The other secrets under the same cipher (model API keys) are chat's: `ops.keys.rekey` does both."""
     f = cipher()
     rows = list(SigningKey.objects.all())
     for row in rows:
         row.encrypted_key = f.rotate(bytes(row.encrypted_key))
     SigningKey.objects.bulk_update(rows, ["encrypted_key"], batch_size=500)
-    models = list(RegisteredModel.objects.exclude(api_key_encrypted=None))
-    for model in models:
-        model.api_key_encrypted = f.rotate(bytes(model.api_key_encrypted))
-    RegisteredModel.objects.bulk_update(models, ["api_key_encrypted"], batch_size=500)
     _decrypt.cache_clear()
-    return len(rows) + len(models)
+    return len(rows)

@@ -30,6 +30,16 @@ def decrypt_api_key(token: bytes | None) -> str:
     return cipher().decrypt(bytes(token)).decode() if token else ""
 
 
+def rekey_api_keys() -> int:
+    """Re-encrypt every registered model's API key with the first configured secret; returns how many."""
+    f = cipher()
+    models = list(RegisteredModel.objects.exclude(api_key_encrypted=None))
+    for model in models:
+        model.api_key_encrypted = f.rotate(bytes(model.api_key_encrypted))
+    RegisteredModel.objects.bulk_update(models, ["api_key_encrypted"], batch_size=500)
+    return len(models)
+
+
 def endpoint_of(model: RegisteredModel) -> Endpoint:
     return Endpoint(model.endpoint_url, model.endpoint_model, decrypt_api_key(model.api_key_encrypted))
 

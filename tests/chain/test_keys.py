@@ -1,8 +1,9 @@
 import pytest
 from eth_account import Account
 
-from apps.chain.keys import KeyError_, account_for, new_key, rekey
+from apps.chain.keys import KeyError_, account_for, new_key
 from apps.chain.models import SigningKey
+from ops.keys import rekey
 
 pytestmark = pytest.mark.django_db
 

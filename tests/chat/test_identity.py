@@ -6,11 +6,12 @@ import logging
 import pytest
 from django.apps import apps as django_apps
 
-from apps.chain.keys import account_for, rekey
+from apps.chain.keys import account_for
 from apps.chain.models import OutboxItem
 from apps.chat.models import RegisteredModel
 from apps.chat.providers import decrypt_api_key
 from apps.chat.registry import ModelFields, register_model
+from ops.keys import rekey
 
 from .factories import developer, user
 

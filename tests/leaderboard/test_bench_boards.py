@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from apps.leaderboard.bench import SyntheticChain, context_ids
+from bench.boards import SyntheticChain, context_ids
 from lib.boardstats import Change, Evaluation, recorded_steps
 from lib.reputation import GLOBAL_CONTEXT_ID, WAD, update
 

@@ -44,7 +44,6 @@ class Command(BaseCommand):
         sub.add_parser("work", help="submitter and indexer in one loop (what `make run` starts)")
         sub.add_parser("audit", help="recompute every score from the chain; exit 0 only if the database agrees")
         sub.add_parser("status", help="counts of the outbox and transactions by status")
-        sub.add_parser("rekey", help="re-encrypt stored signing keys with the first LLMCHAIN_KEY_SECRETS secret")
 
     def handle(self, *args, action, **opts):
         try:
@@ -138,11 +137,6 @@ class Command(BaseCommand):
         self.stdout.write(json.dumps(report.summary()))
         if not report.ok:
             sys.exit(1)
-
-    def do_rekey(self, **_):
-        from apps.chain.keys import rekey
-
-        self.stdout.write(f"re-encrypted {rekey()} signing keys")
 
     def do_status(self, **_):
         from django.db.models import Count

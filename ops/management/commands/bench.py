@@ -1,5 +1,6 @@
 """python manage.py bench {chain,scoring,boards} [...]: benchmarks; each prints, as its last line, one JSON object
-with its headline figures."""
+with its headline figures. The benches live in the top-level `bench` package; each action imports
+only its own (the scoring bench loads torch, which the boards bench's child processes need not)."""
 
 from __future__ import annotations
 
@@ -151,77 +152,46 @@ class Command(BaseCommand):
 
     def handle(self, *args, action, **opts):
         try:
-            getattr(self, f"do_{action}")(**opts)
-        except (ChainError, NodeError, ValueError, RuntimeError) as exc:
+            summary, failures = getattr(self, f"do_{action}")(**opts)
+        except (ChainError, NodeError, ValueError, RuntimeError) as exc:  # a BenchError is a RuntimeError
             raise CommandError(str(exc)) from exc
-
-    def do_boards(self, models=100, contexts=20, evaluations=1_000_000, clients=50, duration=20, warmup=5, servers=2,
-                  seed=0, folder=None, refill=False, skip_baseline=False, phase=None, port=None, spec=None, **_):
-        from apps.leaderboard.bench import BoardsBenchConfig, run_boards_bench, run_phase
-
-        def out(line: str) -> None:
-            self.stdout.write(line)
-            self.stdout.flush()
-
-        if phase:
-            self.stdout.write(json.dumps(run_phase(phase, Path(folder), out, port=port, spec=spec)))
-            return
-        if min(models, contexts, evaluations, clients, servers) < 1 or duration <= 0 or warmup < 0:
-            raise CommandError("--models, --contexts, --evaluations, --clients and --servers must be at least 1, "
-                               "--duration positive")
-        config = BoardsBenchConfig(models=models, contexts=contexts, evaluations=evaluations, clients=clients,
-                                   duration=duration, warmup=warmup, servers=servers, seed=seed, work_dir=folder,
-                                   refill=refill, baseline=not skip_baseline)
-        summary = run_boards_bench(config, out)  # a BoardsBenchError is a RuntimeError: handle() reports it
         self.stdout.write(json.dumps(summary))
-        failures = []
-        baseline = summary.get("baseline", {})
-        if summary["errors"] or summary["unmeasured_errors"] or baseline.get("errors") or baseline.get(
-                "unmeasured_errors"):
-            failures.append("some requests failed (see the error lines above)")
-        if summary["boards_mismatched"]:
-            failures.append(f"{summary['boards_mismatched']} served board(s) differ from build_board")
         if failures:
             raise CommandError("; ".join(failures))
 
+    def out(self, line: str) -> None:
+        """A bench's progress and table line, flushed at once: a run takes minutes."""
+        self.stdout.write(line)
+        self.stdout.flush()
+
+    def do_boards(self, models=100, contexts=20, evaluations=1_000_000, clients=50, duration=20, warmup=5, servers=2,
+                  seed=0, folder=None, refill=False, skip_baseline=False, phase=None, port=None, spec=None, **_):
+        from bench import boards
+
+        if phase:
+            return boards.run_phase(phase, Path(folder), self.out, port=port, spec=spec), []
+        config = boards.BoardsBenchConfig(models=models, contexts=contexts, evaluations=evaluations, clients=clients,
+                                          duration=duration, warmup=warmup, servers=servers, seed=seed,
+                                          work_dir=folder, refill=refill, baseline=not skip_baseline)
+        summary = boards.run_boards_bench(config, self.out)
+        return summary, boards.failures(summary)
+
     def do_scoring(self, data=None, pairs=600, k=3, seed=0, repeat=1, threads=None, **_):
-        from lib.metrics import MetricError
-        from lib.metrics.bench import run_scoring_bench
+        from bench import scoring
 
         data = Path(data) if data is not None else Path(settings.LLMCHAIN_MTBENCH_DIR)
-        if not (data / "model_answer").is_dir():
-            raise CommandError(f"no MT-Bench answers under {data} (expected model_answer/*.jsonl)")
-
-        def out(line: str) -> None:
-            self.stdout.write(line)
-            self.stdout.flush()
-
-        try:
-            summary = run_scoring_bench(data, pairs=pairs, k=k, seed=seed, repeat=repeat, threads=threads, out=out)
-        except MetricError as exc:
-            raise CommandError(str(exc)) from exc
-        self.stdout.write(json.dumps(summary))
-        if not summary["ok"]:
-            raise CommandError(f"raw F1 differs from bert_score by {summary['max_abs_diff']:.2e} > 1e-3")
+        summary = scoring.run_scoring_bench(data, pairs=pairs, k=k, seed=seed, repeat=repeat, threads=threads,
+                                            out=self.out)
+        return summary, scoring.failures(summary)
 
     def do_chain(self, rates=None, duration=10, batch=None, functions=None, users=50, submitter="process",
                  ceiling_duration=8, drain_timeout=120, work_dir=None, keep_rows=False, full_sweep=False, **_):
-        from apps.chain.bench import DEFAULT_RATES, FUNCTIONS, ChainBenchConfig, run_chain_bench
+        from bench import chain
 
-        batch = settings.LLMCHAIN_TX_BATCH if batch is None else batch
-        if batch < 1 or users < 1 or duration <= 0:
-            raise CommandError("--batch and --users must be at least 1, --duration positive")
-        config = ChainBenchConfig(rates=rates or list(DEFAULT_RATES), duration=duration, batch=batch,
-                                  functions=functions or list(FUNCTIONS), users=users, submitter=submitter,
-                                  ceiling_duration=ceiling_duration, drain_timeout=drain_timeout,
-                                  work_dir=work_dir, keep_rows=keep_rows, stop_when_saturated=not full_sweep)
-
-        def out(line: str) -> None:
-            self.stdout.write(line)
-            self.stdout.flush()
-
-        summary = run_chain_bench(config, out)
-        headline = {k: summary[k] for k in ("functions", "node_ceiling_tx_per_s", "ratio", "batch", "duration_s",
-                                            "rates", "skipped", "submitter", "unconfirmed", "failed", "duplicates",
-                                            "on_chain_ok", "elapsed_s")}
-        self.stdout.write(json.dumps(headline))
+        config = chain.ChainBenchConfig(
+            rates=rates or list(chain.DEFAULT_RATES), duration=duration,
+            batch=settings.LLMCHAIN_TX_BATCH if batch is None else batch,
+            functions=functions or list(chain.FUNCTIONS), users=users, submitter=submitter,
+            ceiling_duration=ceiling_duration, drain_timeout=drain_timeout, work_dir=work_dir, keep_rows=keep_rows,
+            stop_when_saturated=not full_sweep)
+        return chain.headline(chain.run_chain_bench(config, self.out)), []

@@ -8,24 +8,27 @@ on a few pairs (not timed); the timed bert_score call is one call over all pairs
 default batch size (it loads its model inside the call, as every caller of the plain function
 pays; that load is timed apart and shown); the project's scorer starts every timed run with an
 empty cache (the model stays loaded, as in the oracle worker). Raw F1 must agree within
-``tolerance`` (before calibration).
+``TOLERANCE`` (before calibration).
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-from . import mtbench
-from .bertscore import BERTScore, default_model_path, load_encoder, package_version
+from lib.metrics import mtbench
+from lib.metrics.bertscore import BERTScore, default_model_path, load_encoder, package_version
+
+from .common import Out
 
 TOLERANCE = 1e-3
 
 
 def run_scoring_bench(data: Path, pairs: int = 600, k: int = 3, seed: int = 0, repeat: int = 1,
-                      threads: int | None = None, out: Callable[[str], None] = print) -> dict:
+                      threads: int | None = None, out: Out = print) -> dict:
+    if not (data / "model_answer").is_dir():
+        raise ValueError(f"no MT-Bench answers under {data} (expected model_answer/*.jsonl)")
     import bert_score
     import torch
     from bert_score.utils import get_model, get_tokenizer
@@ -114,3 +117,10 @@ def run_scoring_bench(data: Path, pairs: int = 600, k: int = 3, seed: int = 0, r
         "versions": {"bert_score": package_version("bert-score"), "torch": package_version("torch"),
                      "transformers": package_version("transformers")},
     }
+
+
+def failures(summary: dict) -> list[str]:
+    """Why a run's figures cannot stand: the project's raw F1 is not bert_score's."""
+    if summary["ok"]:
+        return []
+    return [f"raw F1 differs from bert_score by {summary['max_abs_diff']:.2e} > 1e-3"]

@@ -57,14 +57,14 @@ from django.db import connection, transaction
 from django.db.migrations.loader import MigrationLoader
 
 from apps.chain import evidence
-from apps.chain.bench import percentile
 from apps.chain.models import Context, Interaction, LedgerModel, Reputation, ReputationChange
+from apps.leaderboard import boards, entries
+from apps.leaderboard.api import board_data
+from apps.leaderboard.models import BoardEntry
 from lib import records
 from lib.reputation import GLOBAL_CONTEXT, GLOBAL_CONTEXT_ID, WAD, ReputationModel, minutes_since
 
-from . import boards, entries
-from .api import board_data
-from .models import BoardEntry
+from .common import BenchError, Out, manage_py, percentile
 
 TARGET_P95_MS = 50.0
 BLOCK_SECONDS = 2  # one call per block, a block every 2 s
@@ -76,10 +76,6 @@ DB_NAME = "boards.sqlite3"
 SIDECAR = "boards.json"
 UNCACHED_SETTINGS = "bench_boards_uncached_settings"
 KINDS = ("page", "api")
-
-
-class BoardsBenchError(RuntimeError):
-    pass
 
 
 @dataclass
@@ -98,6 +94,12 @@ class BoardsBenchConfig:
     baseline: bool = True  # also measure with the boards' cache bypassed
     refill: bool = False
     work_dir: Path | None = None
+
+    def __post_init__(self):
+        if min(self.models, self.contexts, self.evaluations, self.clients, self.servers) < 1 or self.duration <= 0 \
+                or self.warmup < 0:
+            raise ValueError("--models, --contexts, --evaluations, --clients and --servers must be at least 1, "
+                             "--duration positive")
 
     @property
     def folder(self) -> Path:
@@ -302,7 +304,7 @@ def _insert(model, columns: tuple[str, ...], rows) -> None:
         cursor.executemany(f"INSERT INTO {qn(model._meta.db_table)} ({cols}) VALUES ({marks})", rows)
 
 
-def fill(params: dict, out: Callable[[str], None]) -> dict:
+def fill(params: dict, out: Out) -> dict:
     """Migrate the (empty) scratch database and fill it with the synthetic chain; returns counts and timings."""
     timings = {}
     t = time.perf_counter()
@@ -310,7 +312,7 @@ def fill(params: dict, out: Callable[[str], None]) -> dict:
     timings["migrate_s"] = time.perf_counter() - t
     out(f"setup: migrated the scratch database in {timings['migrate_s']:.1f} s")
     if ReputationChange.objects.exists() or Interaction.objects.exists():
-        raise BoardsBenchError(f"{connection.settings_dict['NAME']} already holds indexed rows")
+        raise BenchError(f"{connection.settings_dict['NAME']} already holds indexed rows")
     if connection.vendor == "sqlite":  # a scratch file: durability does not matter while it is filled
         with connection.cursor() as cursor:
             cursor.execute("PRAGMA synchronous=OFF")
@@ -372,7 +374,7 @@ def fill(params: dict, out: Callable[[str], None]) -> dict:
 
 # --- the check (runs against the scratch database, with the servers up) --------------------------
 
-def check(base_url: str, served_dir: Path, out: Callable[[str], None]) -> dict:
+def check(base_url: str, served_dir: Path, out: Out) -> dict:
     """Every context's API board as served equals `board_data(build_board(...))` of this database
     (generated_at aside), and its page names every model; then time a board recomputed from the
     raw ReputationChange rows (what a request would cost without the precomputed table)."""
@@ -574,7 +576,7 @@ def stats(latencies: list[float], errors: int, duration: float) -> dict:
             "mean_ms": round(sum(latencies) / len(latencies), 2) if latencies else None}
 
 
-def run_load(spec: dict, out: Callable[[str], None]) -> dict:
+def run_load(spec: dict, out: Out) -> dict:
     """The load phase: `spec` from the orchestrator; marks the measured window with '@window start|end' lines."""
     gen = LoadGenerator(spec["port"], [tuple(t) for t in spec["targets"]], spec["clients"], spec["duration"],
                         spec["warmup"], spec["coverage_ports"], seed=spec["seed"], mark=lambda w: out(f"@window {w}"))
@@ -601,10 +603,6 @@ def machine_busy_cpu() -> float:
         return 0.0
     idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
     return (sum(values) - idle) / os.sysconf("SC_CLK_TCK")
-
-
-def manage_py() -> list[str]:
-    return [sys.executable, str(Path(settings.BASE_DIR) / "manage.py")]
 
 
 def listening_socket(port: int = 0, *, reuse_port: bool = False) -> socket.socket:
@@ -658,7 +656,7 @@ class ServerPool:
             while waiting:
                 for i in list(waiting):
                     if self.procs[i].poll() is not None:
-                        raise BoardsBenchError(f"daphne exited with {self.procs[i].returncode}:\n"
+                        raise BenchError(f"daphne exited with {self.procs[i].returncode}:\n"
                                                f"{self.logs[i].read_text(errors='replace')[-3000:]}")
                     try:  # a malformed context id: answered (400) without touching the database
                         httpx.get(f"http://127.0.0.1:{self.private_ports[i]}/api/boards/0x", timeout=5)
@@ -666,7 +664,7 @@ class ServerPool:
                     except httpx.HTTPError:
                         pass
                 if time.monotonic() > deadline:
-                    raise BoardsBenchError(f"daphne did not answer within {timeout:.0f} s (logs in {self.log_dir})")
+                    raise BenchError(f"daphne did not answer within {timeout:.0f} s (logs in {self.log_dir})")
                 time.sleep(0.2)
         except BaseException:
             self.stop()
@@ -719,7 +717,7 @@ class Measurement:
 
 
 class BoardsBench:
-    def __init__(self, config: BoardsBenchConfig, out: Callable[[str], None] = print):
+    def __init__(self, config: BoardsBenchConfig, out: Out = print):
         self.cfg = config
         self.out = out
         self.folder = config.folder
@@ -756,7 +754,7 @@ class BoardsBench:
             elif line:
                 self.out(line)
         if proc.wait() != 0 or not last:
-            raise BoardsBenchError(f"the {name} phase failed (exit {proc.returncode}):\n" + "\n".join(tail))
+            raise BenchError(f"the {name} phase failed (exit {proc.returncode}):\n" + "\n".join(tail))
         return json.loads(last)
 
     # -- data ---------------------------------------------------------------------------------------
@@ -765,7 +763,7 @@ class BoardsBench:
         params = {**self.cfg.data_params(), "schema": schema()}
         recorded = json.loads(self.sidecar.read_text()) if self.sidecar.exists() else None
         if self.db.exists() and recorded is None:
-            raise BoardsBenchError(f"{self.db} exists but has no {SIDECAR} beside it: not a database this bench "
+            raise BenchError(f"{self.db} exists but has no {SIDECAR} beside it: not a database this bench "
                                    f"filled. Remove it or choose another --dir.")
         if recorded and recorded["params"] == params and self.db.exists() and not self.cfg.refill:
             t = recorded["timings"]
@@ -934,11 +932,24 @@ class BoardsBench:
         self.out(f"total {summary['elapsed_s']:.0f} s")
 
 
-def run_boards_bench(config: BoardsBenchConfig, out: Callable[[str], None] = print) -> dict:
+def run_boards_bench(config: BoardsBenchConfig, out: Out = print) -> dict:
     return BoardsBench(config, out).run()
 
 
-def run_phase(name: str, folder: Path, out: Callable[[str], None], *, port: int | None = None,
+def failures(summary: dict) -> list[str]:
+    """Why a run's figures cannot stand (the command exits non-zero on any): a failed request, or
+    a served board that is not build_board's."""
+    found = []
+    baseline = summary.get("baseline", {})
+    if summary["errors"] or summary["unmeasured_errors"] or baseline.get("errors") or baseline.get(
+            "unmeasured_errors"):
+        found.append("some requests failed (see the error lines above)")
+    if summary["boards_mismatched"]:
+        found.append(f"{summary['boards_mismatched']} served board(s) differ from build_board")
+    return found
+
+
+def run_phase(name: str, folder: Path, out: Out, *, port: int | None = None,
               spec: Path | None = None) -> dict:
     """One step run by the orchestrator in a child process (see the module docstring)."""
     if name == "fill":
@@ -947,5 +958,5 @@ def run_phase(name: str, folder: Path, out: Callable[[str], None], *, port: int 
         return check(f"http://127.0.0.1:{port}", folder / "served", out)
     if name == "load":
         return run_load(json.loads(Path(spec).read_text()), out)
-    raise BoardsBenchError(f"unknown phase {name!r}")
+    raise BenchError(f"unknown phase {name!r}")
 

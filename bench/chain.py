@@ -34,30 +34,30 @@ import secrets
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from django.conf import settings
 from django.db import connection, connections, transaction
 from django.db.models import Count
 from django.test.utils import override_settings
 from django.utils import timezone
 
+from apps.chain.client import ChainClient, ChainError, account_from_key
+from apps.chain.deploy import deploy, grant_role
+from apps.chain.keys import account_for, new_key
+from apps.chain.ledger import Deployment, Ledger
+from apps.chain.models import ChainTransaction, OutboxItem, Sender, SigningKey
+from apps.chain.node import DEV_KEYS, AnvilNode
+from apps.chain.outbox import HUM_FIELDS, check_call, idempotency_key
+from apps.chain.submitter import Submitter
 from lib.reputation import WAD
 
-from .client import ChainClient, ChainError, account_from_key
-from .deploy import deploy, grant_role
-from .keys import account_for, new_key
-from .ledger import Deployment, Ledger
-from .models import ChainTransaction, OutboxItem, Sender, SigningKey
-from .node import DEV_KEYS, REPO, AnvilNode
-from .outbox import HUM_FIELDS, check_call, idempotency_key
-from .submitter import Submitter
+from .common import BenchError, Out, manage_py, percentile
 
 ITEM = OutboxItem.Status
 FUNCTIONS = ("addModel", "autoEval", "humEval")
@@ -65,10 +65,6 @@ DEFAULT_RATES = (50, 100, 200, 400, 700, 1000)
 PAPER_PEAK_PER_S = 420  # Fig. 7: 16-validator Besu cluster
 SATURATED_SHARE = 0.6
 SATURATED_DRAIN_S = 3.0
-
-
-class BenchError(RuntimeError):
-    pass
 
 
 @dataclass
@@ -90,6 +86,10 @@ class ChainBenchConfig:
     submitter: str = "process"  # "process" (`manage.py chain submit`) or "thread"
     keep_rows: bool = False
     work_dir: Path | None = None  # anvil log, deployment file, submitter log
+
+    def __post_init__(self):
+        if self.batch < 1 or self.users < 1 or self.duration <= 0:
+            raise ValueError("--batch and --users must be at least 1, --duration positive")
 
 
 @dataclass
@@ -126,15 +126,6 @@ def rand_id() -> str:
     return "0x" + secrets.token_hex(32)
 
 
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100); NaN for no values."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
-
-
 def outbox_row(function: str, sender: str, payload: dict, depends_on_id: int | None = None) -> OutboxItem:
     """An unsaved outbox row, exactly as `outbox.enqueue` would write it."""
     clean = check_call(function, payload)
@@ -166,8 +157,8 @@ class SubmitterProcess:
                "DEBUG": "0"}
         self.log_file = log_file
         self._log = open(log_file, "ab")
-        self.proc = subprocess.Popen([sys.executable, str(REPO / "manage.py"), "chain", "submit"], cwd=REPO,
-                                     env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen([*manage_py(), "chain", "submit"], cwd=settings.BASE_DIR, env=env,
+                                     stdout=self._log, stderr=subprocess.STDOUT)
         self.label = f"process (pid {self.proc.pid})"
 
     def check(self) -> None:
@@ -227,7 +218,7 @@ class SubmitterThread:
 # --- the benchmark ------------------------------------------------------------------------------
 
 class ChainBench:
-    def __init__(self, config: ChainBenchConfig, out: Callable[[str], None] = print):
+    def __init__(self, config: ChainBenchConfig, out: Out = print):
         self.cfg = config
         self.out = out
         self.addresses: set[str] = set()
@@ -633,5 +624,14 @@ class ChainBench:
             cur.execute(f"DELETE FROM {key} WHERE address IN ({marks})", addresses)
 
 
-def run_chain_bench(config: ChainBenchConfig, out: Callable[[str], None] = print) -> dict:
+def run_chain_bench(config: ChainBenchConfig, out: Out = print) -> dict:
     return ChainBench(config, out).run()
+
+
+HEADLINE = ("functions", "node_ceiling_tx_per_s", "ratio", "batch", "duration_s", "rates", "skipped", "submitter",
+            "unconfirmed", "failed", "duplicates", "on_chain_ok", "elapsed_s")
+
+
+def headline(summary: dict) -> dict:
+    """The figures `bench chain` prints as its last line (the per-step rows are in the table above it)."""
+    return {k: summary[k] for k in HEADLINE}

@@ -18,8 +18,11 @@ from apps.chain.demo import seed_demo
 from apps.chain.deploy import deploy, grant_role
 from apps.chain.keys import oracle_address
 from apps.chain.ledger import Deployment, default_client
+from apps.chain.models import Reputation
 from apps.chain.node import AnvilNode
 from apps.chat.builtin import ensure_builtin_model
+from apps.leaderboard import entries
+from apps.leaderboard.models import BoardEntry
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
@@ -109,9 +112,5 @@ class Command(BaseCommand):
 
     def _derive_boards(self) -> None:
         """Indexed rows from before the boards' table existed: derive their entries once."""
-        from apps.chain.models import Reputation
-        from apps.leaderboard import entries
-        from apps.leaderboard.models import BoardEntry
-
         if Reputation.objects.exists() and not BoardEntry.objects.exists():
             self.stdout.write(f"boards: derived {entries.rebuild()} entries from the indexed tables")
