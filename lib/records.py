@@ -11,6 +11,8 @@ import json
 import re
 from typing import Any
 
+from .ids import is_hex32
+
 MODEL_SCHEMA = "llmchain/model-metadata"
 EVIDENCE_SCHEMA = "llmchain/interaction-evidence"
 VERSION = 1
@@ -18,7 +20,6 @@ MAX_TEXT = 100_000  # characters in one prompt or answer
 
 ENDPOINT_KINDS = ("openai-chat", "builtin", "replay")
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
-_BYTES32 = re.compile(r"^0x[0-9a-f]{64}$")
 _WAD = re.compile(r"^(0|[1-9][0-9]{0,18})$")  # 0 .. 1e18 fits; range checked below
 WAD = 10**18
 
@@ -74,7 +75,7 @@ def _text(d: dict, key: str, *, required: bool = True, limit: int = MAX_TEXT, wh
 
 def _bytes32(d: dict, key: str, where: str = "") -> str:
     value = d.get(key)
-    if not isinstance(value, str) or not _BYTES32.match(value.lower()):
+    if not is_hex32(value):
         raise RecordError(f"{where}{key} must be a 0x-prefixed 32-byte hex id")
     return value.lower()
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .ids import hex32
+
 WAD = 10**18
 HALF = WAD // 2
 GLOBAL_CONTEXT = b"\x00" * 32
-GLOBAL_CONTEXT_ID = "0x" + GLOBAL_CONTEXT.hex()  # as the site's tables spell context ids
+GLOBAL_CONTEXT_ID = hex32(GLOBAL_CONTEXT)  # as the site's tables spell context ids
 
 # Table I of the paper.
 PSI_THIRDS = 1  # psi = 1/3: rate for a good answer (S >= threshold)

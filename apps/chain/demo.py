@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from eth_utils import keccak
 
+from lib.ids import hex32
+
 from . import outbox
 from .keys import admin_address, store_key
 from .models import OutboxItem, SigningKey
@@ -13,7 +15,7 @@ DEMO_CONTEXTS = ("writing", "roleplay", "reasoning", "math", "coding", "extracti
 
 
 def context_id(name: str) -> str:
-    return "0x" + keccak(text=f"llmchain:context:{name}").hex()
+    return hex32(keccak(text=f"llmchain:context:{name}"))
 
 
 def queue_context(name: str):

@@ -5,18 +5,17 @@ Views, workers and commands call these; the submitter sends what they queue.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from django.db import IntegrityError, transaction
 from eth_utils import is_checksum_address, keccak, to_checksum_address
 
+from lib.ids import is_hex32
 from lib.reputation import WAD, likert_ok
 
 from .ledger import CALLS, GRANTABLE_ROLES, HUM_FIELDS
 from .models import OutboxItem
 
-HEX32 = re.compile(r"^0x[0-9a-f]{64}$")
 ROLE_CODES = {"user": 1, "developer": 2, "oracle": 3, "expert": 4, "registrar": 5}
 KEY_MAX_LEN = OutboxItem._meta.get_field("key").max_length
 
@@ -31,7 +30,7 @@ class ConflictingCall(InvalidCall):
 
 def _id(payload: dict, name: str) -> str:
     value = payload.get(name)
-    if not isinstance(value, str) or not HEX32.match(value.lower()):
+    if not is_hex32(value):
         raise InvalidCall(f"{name} must be 0x followed by 64 hex digits")
     if int(value, 16) == 0 and name != "contextId":
         raise InvalidCall(f"{name} must not be zero")

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from apps.chain.models import Context
 from apps.oracle.models import EvaluationJob
+from lib.ids import hex32
 
 from .gateway import Gateway, GatewayError
 from .health import running_models
@@ -53,7 +54,7 @@ def check_prompt(user, conversation: Conversation, prompt: str) -> str:
 def begin_interaction(user, conversation: Conversation, prompt: str) -> Interaction:
     prompt = check_prompt(user, conversation, prompt)
     return Interaction.objects.create(conversation=conversation, prompt=prompt,
-                                      interaction_id="0x" + secrets.token_hex(32))
+                                      interaction_id=hex32(secrets.token_bytes(32)))
 
 
 def history(interaction: Interaction) -> list[dict]:

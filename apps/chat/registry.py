@@ -15,6 +15,7 @@ from apps.chain.evidence import default_store
 from apps.chain.models import Context, OutboxItem
 from lib import records
 from lib.cid import parse as parse_cid
+from lib.ids import hex32
 
 from .accounts import profile_of
 from .models import RegisteredModel
@@ -107,7 +108,7 @@ def register_model(user, fields: ModelFields) -> RegisteredModel:
     contexts = check_fields(user, fields)
     profile = profile_of(user)
     cid = default_store().put(records.canonical(_metadata(profile.address, fields, contexts)))
-    model_id = "0x" + parse_cid(cid).raw_digest.hex()
+    model_id = hex32(parse_cid(cid).raw_digest)
     with transaction.atomic():
         if RegisteredModel.objects.filter(model_id=model_id).exists():
             raise ValidationError({"name": ["This exact model is already registered."]})

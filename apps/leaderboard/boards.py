@@ -10,7 +10,6 @@ and its Elo in the context's latest peer self-evaluation (apps.oracle.selfeval, 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -24,6 +23,7 @@ from apps.annotate.outcomes import debate_ratings
 from apps.chain.models import Context
 from apps.oracle.selfeval import peer_ratings
 from lib.boardstats import BAND_LEVEL, BAND_MIN_HUMAN, BAND_RESAMPLES
+from lib.ids import is_hex32
 from lib.reputation import GLOBAL_CONTEXT_ID, WAD
 
 from . import entries
@@ -31,7 +31,6 @@ from .entries import short_id
 from .models import BoardEntry
 
 GLOBAL_NAME = "Global"
-ONCHAIN_ID = re.compile(r"^0x[0-9a-fA-F]{64}$")  # a bytes32 id: a context's or a model's
 
 # Sort keys, their labels, and the direction a first click sorts in.
 SORT_KEYS = ("r", "ra", "rh", "n_auto", "n_human", "name", "block", "debate_elo", "peer_elo")
@@ -174,7 +173,7 @@ def parse_context_id(raw: str | None) -> str:
     """A context id in canonical form (lowercase 0x + 64 hex); the global context when absent."""
     if raw is None or raw == "":
         return GLOBAL_CONTEXT_ID
-    if not ONCHAIN_ID.match(raw):
+    if not is_hex32(raw):
         raise BoardError("A context id is 0x followed by 64 hexadecimal digits.")
     return raw.lower()
 

@@ -23,22 +23,23 @@ from urllib.parse import parse_qs
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
+from lib.ids import HEX32_PATTERN
 from lib.reputation import GLOBAL_CONTEXT_ID
 
 from . import entries
-from .boards import ONCHAIN_ID, BoardError, parse_context_id
+from .boards import BoardError, parse_context_id
 
 VERSION_TTL_S = 0.5
 MAX_BYTES = 128 * 2**20  # per process (LLMCHAIN_BOARD_FASTPATH_MB); least recently used answers go first.
 # Every view of 21 boards of 100 models (7 sorts x 2 directions, page and JSON) is ~74 MB: below this
 # bound an LRU store thrashes under a uniform mix.
-API_BOARD = re.compile(rf"^/api/boards/({ONCHAIN_ID.pattern.strip('^$')})(?:\.csv)?$")
+API_BOARD = re.compile(rf"/api/boards/({HEX32_PATTERN})(?:\.csv)?")
 VARY = (b"hx-request", b"hx-target", b"hx-history-restore-request")
 
 
 def board_context(path: str, query: bytes) -> str | None:
     """The context whose board this request reads ("" for the global one), or None: not a board read."""
-    m = API_BOARD.match(path)
+    m = API_BOARD.fullmatch(path)
     if m:
         return m.group(1).lower()
     if path == "/":

@@ -14,9 +14,10 @@ from django.shortcuts import render
 
 from apps.chain.models import Context, Interaction, LedgerModel
 from apps.chat.models import RegisteredModel
+from lib.ids import is_hex32
 from lib.reputation import GLOBAL_CONTEXT_ID
 
-from .boards import GLOBAL_NAME, ONCHAIN_ID
+from .boards import GLOBAL_NAME
 from .entries import short_id
 from .metadata import Metadata, link_cid, read_metadata
 from .models import BoardEntry
@@ -88,7 +89,7 @@ class ModelReport:
 
 
 def parse_model_id(raw: str) -> str:
-    if not ONCHAIN_ID.match(raw or ""):
+    if not is_hex32(raw):
         raise MalformedModelId("A model id is 0x followed by 64 hexadecimal digits "
                                "(the model's on-chain id, as the boards link it).")
     return raw.lower()

@@ -27,8 +27,9 @@ from apps.chain.client import ChainClient, RpcError, from_hex, to_hex
 from apps.chain.evidence import EvidenceStore, LocalBlobStore, kubo_client
 from apps.chain.indexer import fetch_all
 from apps.chain.ipfs import KuboClient
-from apps.chain.ledger import Deployment, Ledger, b32, hex32
+from apps.chain.ledger import Deployment, Ledger
 from lib.boardstats import Change, Evaluation, summarize
+from lib.ids import b32, hex32
 from lib.reputation import GLOBAL_CONTEXT_ID, WAD
 
 from . import boards

@@ -18,6 +18,7 @@ from apps.chat.health import models_for
 from apps.chat.models import Conversation, Interaction, RegisteredModel
 from apps.chat.providers import REPLAY_REFUSAL, find_replay
 from apps.chat.replay import read_questions
+from lib.ids import hex32
 
 from .models import EvaluationJob
 
@@ -25,7 +26,7 @@ REPLAYER = "mt-bench-replayer"
 
 
 def interaction_id(model: RegisteredModel, question_id: int, turn: int) -> str:
-    return "0x" + keccak(text=f"llmchain:replay:{model.model_id}:{question_id}:{turn}").hex()
+    return hex32(keccak(text=f"llmchain:replay:{model.model_id}:{question_id}:{turn}"))
 
 
 def queue_mtbench(root: Path, *, models: list[str] | None = None, turns: int = 2) -> tuple[list[int], int]:

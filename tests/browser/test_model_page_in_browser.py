@@ -17,12 +17,13 @@ from apps.chain import outbox
 from apps.chain.client import ChainClient
 from apps.chain.evidence import default_store
 from apps.chain.keys import oracle_address
-from apps.chain.ledger import b32, default_ledger
+from apps.chain.ledger import default_ledger
 from apps.chain.models import Context, Interaction, LedgerModel, Registration, SigningKey
 from apps.chat.models import RegisteredModel
 from apps.chat.replay import import_mtbench
 from apps.leaderboard.models import BoardEntry
 from lib import records
+from lib.ids import b32
 from tests.chat.factories import write_mtbench
 
 pytestmark = [pytest.mark.browser, pytest.mark.chain, pytest.mark.slow, pytest.mark.django_db(transaction=True)]

@@ -16,12 +16,13 @@ from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
 from apps.chain.client import ChainClient
-from apps.chain.ledger import b32, default_ledger
+from apps.chain.ledger import default_ledger
 from apps.chain.models import Context, OutboxItem, Registration, Reputation
 from apps.chain.models import Interaction as LedgerInteraction
 from apps.chat.accounts import profile_of
 from apps.chat.models import Rating, RegisteredModel
 from apps.chat.replay import import_mtbench
+from lib.ids import b32
 from tests.chat.factories import write_mtbench
 
 from .test_chat_in_browser import send_prompt, sign_up_in_browser, start_chat, wait_answer

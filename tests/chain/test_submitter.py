@@ -14,10 +14,11 @@ from apps.chain.audit import run_audit
 from apps.chain.client import ChainClient, account_from_key
 from apps.chain.deploy import deploy, grant_role
 from apps.chain.keys import new_key, store_key
-from apps.chain.ledger import Ledger, b32
+from apps.chain.ledger import Ledger
 from apps.chain.models import ChainTransaction, Interaction, OutboxItem, Reputation, ReputationChange
 from apps.chain.node import DEV_KEYS, AnvilNode
 from apps.chain.submitter import Submitter
+from lib.ids import b32
 from lib.reputation import GLOBAL_CONTEXT
 
 from .conftest import database_url, drain, rand_id

@@ -8,13 +8,13 @@ import math
 import pytest
 
 from apps.chain import indexer
-from apps.chain.ledger import b32
 from apps.chain.models import Interaction as LedgerInteraction
 from apps.chain.models import Registration
 from apps.chat.models import Rating
 from apps.chat.ratings import reputation_moves, submit_rating
 from apps.oracle import jobs
 from apps.oracle.worker import load_metric
+from lib.ids import b32
 
 from .conftest import QUESTIONS, chat, drain
 
