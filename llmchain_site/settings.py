@@ -219,3 +219,9 @@ LLMCHAIN_DEBATE_TEMPERATURE = float(os.environ.get("LLMCHAIN_DEBATE_TEMPERATURE"
 LLMCHAIN_DEBATE_TIMEOUT_S = float(os.environ.get("LLMCHAIN_DEBATE_TIMEOUT_S", "180"))  # per judge reply
 LLMCHAIN_DEBATE_LEASE_S = float(os.environ.get("LLMCHAIN_DEBATE_LEASE_S", "1800"))  # a whole debate
 LLMCHAIN_DEBATE_EXPERTS = int(os.environ.get("LLMCHAIN_DEBATE_EXPERTS", "1"))  # verdicts asked per disagreement
+
+# --- Boards and the expert queue (apps/leaderboard, apps/annotate) ----------------------------------
+# Evaluations (automatic and human together) a model needs in a context to be ranked; fewer: provisional.
+LLMCHAIN_BOARD_MIN_EVALUATIONS = int(os.environ.get("LLMCHAIN_BOARD_MIN_EVALUATIONS", "5"))
+# How long an expert holds a queue item; an unanswered item passes to another expert after it.
+LLMCHAIN_CLAIM_MINUTES = float(os.environ.get("LLMCHAIN_CLAIM_MINUTES", "15"))

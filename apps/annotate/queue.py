@@ -65,7 +65,7 @@ class NoteTooLong(QueueError, ValueError):
 
 
 def claim_minutes() -> float:
-    return float(getattr(settings, "LLMCHAIN_CLAIM_MINUTES", 15))
+    return settings.LLMCHAIN_CLAIM_MINUTES
 
 
 def is_expert(user) -> bool:

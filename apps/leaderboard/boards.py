@@ -51,7 +51,7 @@ class UnknownContext(LookupError):
 
 
 def min_evaluations() -> int:
-    return int(getattr(settings, "LLMCHAIN_BOARD_MIN_EVALUATIONS", 5))
+    return settings.LLMCHAIN_BOARD_MIN_EVALUATIONS
 
 
 BAND_TEXT = (

@@ -30,9 +30,9 @@ from . import entries
 from .boards import BoardError, parse_context_id
 
 VERSION_TTL_S = 0.5
-MAX_BYTES = 128 * 2**20  # per process (LLMCHAIN_BOARD_FASTPATH_MB); least recently used answers go first.
-# Every view of 21 boards of 100 models (7 sorts x 2 directions, page and JSON) is ~74 MB: below this
-# bound an LRU store thrashes under a uniform mix.
+# The store holds LLMCHAIN_BOARD_FASTPATH_MB per process; least recently used answers go first. Every
+# view of 21 boards of 100 models (7 sorts x 2 directions, page and JSON) is ~74 MB: below that bound an
+# LRU store thrashes under a uniform mix.
 API_BOARD = re.compile(rf"/api/boards/({HEX32_PATTERN})(?:\.csv)?")
 VARY = (b"hx-request", b"hx-target", b"hx-history-restore-request")
 
@@ -57,8 +57,8 @@ def board_context(path: str, query: bytes) -> str | None:
 class BoardResponseCache:
     def __init__(self, app, *, enabled: bool | None = None):
         self.app = app
-        self.enabled = getattr(settings, "LLMCHAIN_BOARD_FASTPATH", True) if enabled is None else enabled
-        self.max_bytes = int(getattr(settings, "LLMCHAIN_BOARD_FASTPATH_MB", MAX_BYTES / 2**20) * 2**20)
+        self.enabled = settings.LLMCHAIN_BOARD_FASTPATH if enabled is None else enabled
+        self.max_bytes = int(settings.LLMCHAIN_BOARD_FASTPATH_MB * 2**20)
         self.store: OrderedDict[tuple, tuple[int, list, bytes]] = OrderedDict()
         self.size = 0
         self._versions: dict[str, int] = {}
