@@ -1,4 +1,5 @@
-"""python manage.py serve_model: the built-in SmolLM2 behind an OpenAI-compatible API."""
+"""python manage.py serve_model: the built-in SmolLM2 behind an OpenAI-compatible API (the
+`modelserver` package), wired to the settings."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.chat.modelserver import DEFAULT_MODEL_NAME, ModelLoadError, ModelServer, ServerConfig, load_model
+from modelserver.api import DEFAULT_MODEL_NAME, ServerConfig
+from modelserver.loading import ModelLoadError, load_model
+from modelserver.server import ModelServer
 
 
 def default_cache_dir() -> Path:
@@ -55,16 +58,7 @@ class Command(BaseCommand):
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         signal.signal(signal.SIGINT, lambda *_: stop.set())
-        # serve_forever runs in a thread because shutdown() must be called from another one.
-        worker = threading.Thread(target=server.serve_forever, name="model-server", daemon=True)
-        worker.start()
         self.stdout.write(f"Serving {model_name} on {server.url} (Ctrl-C stops it)")
         self.stdout.flush()
-        try:
-            while not stop.wait(0.5) and worker.is_alive():
-                pass
-        finally:
-            server.shutdown()
-            server.server_close()
-            worker.join(5)
+        server.serve_until(stop)
         self.stdout.write("Model server stopped")
