@@ -170,7 +170,21 @@ LLMCHAIN_RESEND_AFTER_S = float(os.environ.get("LLMCHAIN_RESEND_AFTER_S", "30"))
 # How long a submitter's claim on a sender lane lasts without renewal (a dead worker's lanes
 # pass to another worker after this).
 LLMCHAIN_LEASE_S = float(os.environ.get("LLMCHAIN_LEASE_S", "30"))
-LLMCHAIN_CONFIRMATIONS = int(os.environ.get("LLMCHAIN_CONFIRMATIONS", "0"))
+# When a block is final: "0" (QBFT/IBFT2: every block is), N (N blocks under the head), "finalized"
+# or "safe" (the node's block tag), or "auto": 0 with LLMCHAIN_POA, LLMCHAIN_LOCAL_FINALITY blocks on
+# a local development chain (anvil's ids), "finalized" elsewhere. The indexer folds final blocks
+# only; the submitter confirms a call only when its transaction's block is final.
+LLMCHAIN_FINALITY = os.environ.get("LLMCHAIN_FINALITY", "auto")
+# A local anvil (state written every LLMCHAIN_NODE_STATE_INTERVAL_S s) that crashes loses the blocks
+# mined since its last write: the local finality depth stays above what a crash can lose.
+LLMCHAIN_NODE_STATE_INTERVAL_S = int(os.environ.get("LLMCHAIN_NODE_STATE_INTERVAL_S", "3"))
+LLMCHAIN_LOCAL_FINALITY = int(os.environ.get("LLMCHAIN_LOCAL_FINALITY", "5"))
+# Hashes of the last folded blocks kept to find the common ancestor after a reorg; a deeper
+# reorg rebuilds the indexed tables from the deployment block.
+LLMCHAIN_REORG_WINDOW = int(os.environ.get("LLMCHAIN_REORG_WINDOW", "256"))
+# The longest wait between two re-sends of a transaction the node does not hold (they back off
+# from 1 s, doubling), and between two checks of a lane the node may have lost final blocks of.
+LLMCHAIN_RESEND_MAX_S = float(os.environ.get("LLMCHAIN_RESEND_MAX_S", "60"))
 
 LOGGING = {
     "version": 1,

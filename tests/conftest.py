@@ -7,6 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from django.conf import settings as django_settings
+
+# Every block is final in the tests (as on QBFT), unless a test sets a depth: the ledger tests
+# then see a call confirmed in the block that mines it. In the environment for the worker processes
+# tests start, and in this process's settings (read before this file).
+os.environ.setdefault("LLMCHAIN_FINALITY", "0")
+django_settings.LLMCHAIN_FINALITY = os.environ["LLMCHAIN_FINALITY"]
 
 from apps.chain.client import ChainClient, account_from_key
 from apps.chain.deploy import deploy, grant_role

@@ -191,9 +191,35 @@ class ChainClient:
                 raise r
         return replies
 
-    def logs(self, addresses: list[str], from_block: int, to_block: int) -> list[dict]:
-        return self.request("eth_getLogs", [{"address": addresses, "fromBlock": hex(from_block),
-                                             "toBlock": hex(to_block)}])
+    def logs(self, addresses: list[str], from_block: int, to_block: int,
+             topics: list | None = None) -> list[dict]:
+        query = {"address": addresses, "fromBlock": hex(from_block), "toBlock": hex(to_block)}
+        if topics:
+            query["topics"] = topics
+        return self.request("eth_getLogs", [query])
+
+    def head_and_final(self, rule: int | str) -> tuple[int, int]:
+        """The head's number and the last final block's under `rule`: a depth under the head (0:
+        every block is final, as on QBFT/IBFT2) or a block tag ("finalized", "safe"). -1 when no
+        block is final yet."""
+        if isinstance(rule, str):
+            head, tagged = self.batch([("eth_blockNumber", []), ("eth_getBlockByNumber", [rule, False])])
+            for reply in (head, tagged):
+                if isinstance(reply, RpcError):
+                    raise reply
+            return int(head, 16), int(tagged["number"], 16) if tagged else -1
+        head = self.block_number()
+        return head, head - rule
+
+    def block_hashes(self, numbers: list[int]) -> dict[int, dict | None]:
+        """Headers by number (None where the node has no such block): hash and parentHash."""
+        replies = self.batch([("eth_getBlockByNumber", [hex(n), False]) for n in numbers])
+        out = {}
+        for n, reply in zip(numbers, replies):
+            if isinstance(reply, RpcError):
+                raise reply
+            out[n] = {"hash": reply["hash"], "parentHash": reply["parentHash"]} if reply else None
+        return out
 
     @cached_property
     def w3(self) -> Web3:

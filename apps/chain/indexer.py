@@ -1,8 +1,18 @@
-"""The indexer: folds contract events into the tables the site reads, resumably.
+"""The indexer: folds contract events into the tables the site reads, resumably, following the
+chain it reads.
 
 Each chunk of blocks is folded in one database transaction together with the cursor, so a
 crash replays a chunk whole or not at all; rows are keyed by (block, log index) or by chain
 ids, so folding the same logs twice changes nothing.
+
+Only final blocks are folded (LLMCHAIN_FINALITY: a depth under the head, or the node's
+`finalized`/`safe` tag). The cursor keeps the hash of the last folded block and the hashes of
+the last LLMCHAIN_REORG_WINDOW folded blocks: when the chain no longer holds the block the
+cursor names (a node that lost its last blocks and mined others at the same heights, or a
+reorganisation deeper than the finality rule allowed for), the indexer finds the common
+ancestor, rolls every indexed table back to it and folds the new branch, in one transaction,
+as blockchain indexers do. A reorg deeper than the window rebuilds the tables from the
+deployment block.
 
 Tables derived from these (the boards' BoardEntry, apps/leaderboard/entries.py) follow through the
 `folded` and `cleared` signals, sent inside the same transactions, so the chain app does not import
@@ -18,17 +28,18 @@ from django.conf import settings
 from django.db import transaction
 from django.dispatch import Signal
 
-from .client import from_hex
+from .client import from_hex, to_hex
 from .ledger import Ledger, hex32
-from .models import (Context, IndexerCursor, Interaction, LedgerModel, Registration, Reputation,
+from .models import (Context, IndexedBlock, IndexerCursor, Interaction, LedgerModel, Registration, Reputation,
                      ReputationChange)
 
 log = logging.getLogger(__name__)
 CURSOR_PREFIX = "ledger:"
-INDEXED_TABLES = (ReputationChange, Reputation, Interaction, LedgerModel, Context, Registration)
+INDEXED_TABLES = (ReputationChange, Reputation, Interaction, LedgerModel, Context, Registration, IndexedBlock)
 
-# Sent inside the transaction that folds a chunk: pairs = {(model_id, context_id)} whose REP moved,
-# models = {model_id} whose metadata CID changed, contexts = {context_id} added. Receivers keep
+# Sent inside the transaction that folds a chunk (or rolls the tables back after a reorg): pairs =
+# {(model_id, context_id)} whose REP moved (a pair with no change left has no entry), models =
+# {model_id} whose metadata CID changed, contexts = {context_id} added or removed. Receivers keep
 # derived tables in step.
 folded = Signal()
 cleared = Signal()  # sent inside reset(): derived tables forget their rows too
@@ -45,7 +56,8 @@ def fetch_events(ledger: Ledger, from_block: int, to_block: int) -> list[dict]:
             continue
         name, args = decoded
         out.append({"event": name, "args": args, "block": int(raw["blockNumber"], 16),
-                    "log_index": int(raw["logIndex"], 16), "tx": raw["transactionHash"]})
+                    "block_hash": raw["blockHash"], "log_index": int(raw["logIndex"], 16),
+                    "tx": raw["transactionHash"]})
     out.sort(key=lambda e: (e["block"], e["log_index"]))
     add_timestamps(ledger, out)
     return out
@@ -76,8 +88,8 @@ def fold(events: list[dict]) -> None:
     changes, reps = [], {}
     autos = []
     humans: dict[str, dict] = {}
-    combined: dict[str, str] = {}
-    metadata: dict[str, str] = {}  # model id -> its latest CID in these events (chain order)
+    combined: dict[str, tuple[str, int]] = {}  # interaction id -> (tx, block) of its updateReputation
+    metadata: dict[str, tuple[str, int]] = {}  # model id -> its latest (CID, block) in these events
     new_contexts: set[str] = set()
     touched_by_tx: dict[tuple[str, str], set[str]] = defaultdict(set)
     for e in events:
@@ -88,16 +100,18 @@ def fold(events: list[dict]) -> None:
         a, name = e["args"], e["event"]
         if name == "Registered":
             Registration.objects.update_or_create(address=a["account"], defaults={
-                "role": a["role"], "profile_cid": a["profileCid"], "registered_at": a["at"]})
+                "role": a["role"], "profile_cid": a["profileCid"], "registered_at": a["at"],
+                "block_number": e["block"]})
         elif name == "ContextAdded":
             Context.objects.get_or_create(context_id=hex32(a["contextId"]),
                                           defaults={"name": a["name"], "block_number": e["block"]})
             new_contexts.add(hex32(a["contextId"]))
         elif name == "ModelAdded":
             LedgerModel.objects.get_or_create(model_id=hex32(a["modelId"]), defaults={
-                "owner": a["owner"], "metadata_cid": a["metadataCid"], "block_number": e["block"]})
+                "owner": a["owner"], "metadata_cid": a["metadataCid"], "block_number": e["block"],
+                "metadata_block": e["block"]})
         elif name == "ModelMetadataUpdated":
-            metadata[hex32(a["modelId"])] = a["metadataCid"]
+            metadata[hex32(a["modelId"])] = (a["metadataCid"], e["block"])
         elif name == "AutoEvaluated":
             autos.append(Interaction(
                 interaction_id=hex32(a["interactionId"]), model_id=hex32(a["modelId"]), context_id=hex32(a["contextId"]),
@@ -105,7 +119,7 @@ def fold(events: list[dict]) -> None:
                 evidence_cid=a["evidenceCid"], auto_tx=e["tx"], auto_block=e["block"]))
         elif name == "HumanEvaluated":
             humans[hex32(a["interactionId"])] = {"sh": a["sH"], "wh": a["wH"], "d_minutes": a["dMinutes"],
-                                             "human_tx": e["tx"]}
+                                                 "human_tx": e["tx"], "human_block": e["block"]}
         elif name == "ReputationUpdated":
             iid = hex32(a["interactionId"])
             row = dict(model_id=hex32(a["modelId"]), context_id=hex32(a["contextId"]), ra=a["rA"], rh=a["rH"], r=a["r"],
@@ -114,19 +128,19 @@ def fold(events: list[dict]) -> None:
                                             interaction_id=iid, timestamp=e.get("timestamp"), **row))
             reps[(row["model_id"], row["context_id"])] = {**row, "block_number": e["block"]}
             if not touched_by_tx[(e["tx"], iid)] & {"AutoEvaluated", "HumanEvaluated"}:
-                combined[iid] = e["tx"]
+                combined[iid] = (e["tx"], e["block"])
     # After the ModelAdded rows above (an update always follows its model's ModelAdded on-chain);
     # block_number stays the block that added the model.
-    for model_id, cid in metadata.items():
-        LedgerModel.objects.filter(model_id=model_id).update(metadata_cid=cid)
+    for model_id, (cid, block) in metadata.items():
+        LedgerModel.objects.filter(model_id=model_id).update(metadata_cid=cid, metadata_block=block)
     Interaction.objects.bulk_create(autos, ignore_conflicts=True, batch_size=500)
     for iid, fields in humans.items():
         Interaction.objects.filter(interaction_id=iid).update(**fields)
-    by_tx: dict[str, list[str]] = defaultdict(list)
+    by_tx: dict[tuple[str, int], list[str]] = defaultdict(list)
     for iid, tx in combined.items():
         by_tx[tx].append(iid)
-    for tx, iids in by_tx.items():
-        Interaction.objects.filter(interaction_id__in=iids).update(reputation_tx=tx)
+    for (tx, block), iids in by_tx.items():
+        Interaction.objects.filter(interaction_id__in=iids).update(reputation_tx=tx, reputation_block=block)
     ReputationChange.objects.bulk_create(changes, ignore_conflicts=True, batch_size=500)
     _upsert_reputations(reps)
     if reps or metadata or new_contexts:
@@ -143,24 +157,150 @@ def _upsert_reputations(reps: dict[tuple[str, str], dict]) -> None:
                                    update_fields=fields)
 
 
-def index_once(ledger: Ledger, max_blocks: int = 5000, confirmations: int | None = None) -> int:
-    """Fold the next chunk of blocks; returns how many blocks were folded (0: up to date)."""
-    confirmations = settings.LLMCHAIN_CONFIRMATIONS if confirmations is None else confirmations
-    head = ledger.client.block_number() - confirmations
+class ChainMoved(Exception):
+    """The node's blocks changed while a chunk was being read: read it again on the next pass."""
+
+
+def index_once(ledger: Ledger, max_blocks: int = 5000) -> int:
+    """Fold the next chunk of final blocks; returns how many blocks were folded (0: up to date).
+
+    When the chain no longer holds the last folded block, roll back to the common ancestor first
+    (and fold what follows it), in the same transaction."""
     name = cursor_name(ledger)
     cursor = IndexerCursor.objects.filter(name=name).first()
+    head, final = ledger.head_and_final()
+    if cursor and cursor.last_hash:
+        tip = ledger.client.block_hashes([cursor.last_block])[cursor.last_block]
+        if tip is None or tip["hash"] != cursor.last_hash:
+            return _reorganise(ledger, name, cursor, final, max_blocks)
     start = (cursor.last_block + 1) if cursor else ledger.deployment.deployBlock
-    if start > head:
+    if start > final:
         return 0
-    end = min(head, start + max_blocks - 1)
+    end = min(final, start + max_blocks - 1)
+    try:
+        return _fold_range(ledger, name, start, end, parent=cursor.last_hash if cursor else "",
+                           expected=(cursor.last_block, cursor.last_hash) if cursor else None)
+    except ChainMoved as exc:
+        log.info("blocks %d..%d changed while they were read (%s); reading them again", start, end, exc)
+        return 0
+
+
+def _fold_range(ledger: Ledger, name: str, start: int, end: int, *, parent: str,
+                expected: tuple[int, str] | None, rollback_to: int | None = None) -> int:
+    """Fold blocks start..end, which must descend from `parent` (the hash of block start - 1; "" when
+    unknown), into the tables; with `rollback_to`, roll the tables back to that block first, in the
+    same transaction. `expected` is the cursor this pass read: another indexer that moved it since
+    wins, and this pass folds nothing."""
+    window = settings.LLMCHAIN_REORG_WINDOW
+    kept_from = max(start, end - window + 1)
+    headers = ledger.client.block_hashes(sorted({start} | set(range(kept_from, end + 1))))
+    if any(h is None for h in headers.values()):
+        raise ChainMoved("a block below the final one is missing")
+    if parent and headers[start]["parentHash"] != parent:
+        raise ChainMoved(f"block {start} no longer descends from block {start - 1}")
+    for n in range(kept_from + 1, end + 1):
+        if headers[n]["parentHash"] != headers[n - 1]["hash"]:
+            raise ChainMoved(f"blocks {n - 1} and {n} do not link")
     events = fetch_events(ledger, start, end)
+    for e in events:
+        if e["block"] in headers and e["block_hash"] != headers[e["block"]]["hash"]:
+            raise ChainMoved(f"a log of block {e['block']} is from another branch")
     with transaction.atomic():
         current = IndexerCursor.objects.select_for_update().filter(name=name).first()
-        if (current.last_block + 1 if current else ledger.deployment.deployBlock) != start:
-            return 0  # another indexer folded this chunk meanwhile
+        if ((current.last_block, current.last_hash) if current else None) != expected:
+            return 0  # another indexer folded (or rolled back) meanwhile
+        if rollback_to is not None:
+            rollback(ledger, name, rollback_to)
         fold(events)
-        IndexerCursor.objects.update_or_create(name=name, defaults={"last_block": end})
+        IndexedBlock.objects.bulk_create([IndexedBlock(cursor=name, number=n, hash=headers[n]["hash"])
+                                          for n in range(kept_from, end + 1)],
+                                         update_conflicts=True, unique_fields=["cursor", "number"],
+                                         update_fields=["hash"], batch_size=500)
+        IndexedBlock.objects.filter(cursor=name, number__lte=end - window).delete()
+        IndexerCursor.objects.update_or_create(name=name, defaults={"last_block": end,
+                                                                    "last_hash": headers[end]["hash"]})
     return end - start + 1
+
+
+def _reorganise(ledger: Ledger, name: str, cursor: IndexerCursor, final: int, max_blocks: int) -> int:
+    """The chain lost the last folded block: roll back to the newest folded block it still holds and
+    fold the new branch from there (or rebuild everything when none of the kept hashes is there)."""
+    known = list(IndexedBlock.objects.filter(cursor=name, number__lte=cursor.last_block)
+                 .order_by("-number").values_list("number", "hash"))
+    on_chain = ledger.client.block_hashes([n for n, _ in known]) if known else {}
+    ancestor = next(((n, h) for n, h in known if on_chain[n] and on_chain[n]["hash"] == h), None)
+    if ancestor is None:
+        log.warning("the chain lost block %d and none of the %d folded blocks kept: rebuilding the indexed "
+                    "tables from the deployment block", cursor.last_block, len(known))
+        reset()
+        return 1
+    number, block_hash = ancestor
+    log.warning("the chain no longer holds folded blocks %d..%d (a reorganisation, or a node that lost its "
+                "last blocks): rolling the indexed tables back to block %d and folding the new branch",
+                number + 1, cursor.last_block, number)
+    expected = (cursor.last_block, cursor.last_hash)
+    end = min(final, number + max_blocks)
+    try:
+        if end > number:
+            return _fold_range(ledger, name, number + 1, end, parent=block_hash, expected=expected,
+                               rollback_to=number)
+    except ChainMoved as exc:
+        log.info("the new branch moved while it was read (%s); rolling back only", exc)
+    with transaction.atomic():
+        current = IndexerCursor.objects.select_for_update().filter(name=name).first()
+        if current is None or (current.last_block, current.last_hash) != expected:
+            return 0
+        rollback(ledger, name, number)
+    return 1
+
+
+def rollback(ledger: Ledger, name: str, ancestor: int) -> None:
+    """Forget everything the indexed tables took from blocks after `ancestor` (call inside a
+    transaction): rows created there go, values set there return to what they were at `ancestor`,
+    and the derived tables follow through `folded`."""
+    pairs = set(ReputationChange.objects.filter(block_number__gt=ancestor)
+                .values_list("model_id", "context_id").distinct())
+    ReputationChange.objects.filter(block_number__gt=ancestor).delete()
+    for model_id, context_id in pairs:
+        last = (ReputationChange.objects.filter(model_id=model_id, context_id=context_id)
+                .order_by("-block_number", "-log_index").first())
+        if last is None:
+            Reputation.objects.filter(model_id=model_id, context_id=context_id).delete()
+        else:
+            Reputation.objects.filter(model_id=model_id, context_id=context_id).update(
+                ra=last.ra, rh=last.rh, r=last.r, n_auto=last.n_auto, n_human=last.n_human,
+                block_number=last.block_number)
+    Interaction.objects.filter(auto_block__gt=ancestor).delete()
+    Interaction.objects.filter(human_block__gt=ancestor).update(sh=None, wh=None, d_minutes=None, human_tx="",
+                                                                human_block=None)
+    Interaction.objects.filter(reputation_block__gt=ancestor).update(reputation_tx="", reputation_block=None)
+    models = set(LedgerModel.objects.filter(metadata_block__gt=ancestor).values_list("model_id", flat=True))
+    LedgerModel.objects.filter(block_number__gt=ancestor).delete()
+    for model_id, (cid, block) in _metadata_at(ledger, models, ancestor).items():
+        LedgerModel.objects.filter(model_id=model_id).update(metadata_cid=cid, metadata_block=block)
+    contexts = set(Context.objects.filter(block_number__gt=ancestor).values_list("context_id", flat=True))
+    Context.objects.filter(block_number__gt=ancestor).delete()
+    Registration.objects.filter(block_number__gt=ancestor).delete()
+    IndexedBlock.objects.filter(cursor=name, number__gt=ancestor).delete()
+    ancestor_hash = IndexedBlock.objects.filter(cursor=name, number=ancestor).values_list("hash", flat=True).first()
+    IndexerCursor.objects.filter(name=name).update(last_block=ancestor, last_hash=ancestor_hash or "")
+    if pairs or models or contexts:
+        folded.send(sender=rollback, pairs=pairs, models=models, contexts=contexts)
+
+
+def _metadata_at(ledger: Ledger, model_ids: set[str], block: int) -> dict[str, tuple[str, int]]:
+    """Each model's metadata CID as of `block` (its last ModelAdded or ModelMetadataUpdated event up to
+    there), for the models that still exist then."""
+    if not model_ids:
+        return {}
+    abi = ledger.abis["reputation"]
+    topics = [[to_hex(abi.event_topic("ModelAdded")), to_hex(abi.event_topic("ModelMetadataUpdated"))],
+              sorted(model_ids)]
+    out = {}
+    for raw in ledger.client.logs([ledger.deployment.reputation], ledger.deployment.deployBlock, block, topics):
+        name, args = abi.decode_log([from_hex(t) for t in raw["topics"]], from_hex(raw["data"]))
+        out[hex32(args["modelId"])] = (args["metadataCid"], int(raw["blockNumber"], 16))
+    return out
 
 
 def index_until_head(ledger: Ledger) -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from eth_utils import keccak
 
 from lib.reputation import answer_score
@@ -124,6 +125,10 @@ class Ledger:
     def address(self, contract: str) -> str:
         return getattr(self.deployment, contract)
 
+    def head_and_final(self) -> tuple[int, int]:
+        """The node's head and its last final block under LLMCHAIN_FINALITY."""
+        return self.client.head_and_final(finality_rule(self.client))
+
     # -- calldata ------------------------------------------------------------------------------
     def calldata(self, function: str, payloads: list[dict]) -> tuple[str, bytes, int]:
         """(to, data, gas) for one call, or for the batch form when there are several."""
@@ -188,6 +193,25 @@ class Ledger:
         # sending the same CID again is harmless (one more event, the same current CID), and the
         # outbox key holds the CID, so each queued update is its own call.
         return False
+
+
+# Chain ids of local development nodes (anvil, Hardhat, Ganache): final after LLMCHAIN_LOCAL_FINALITY blocks.
+DEV_CHAIN_IDS = frozenset({31337, 1337})
+
+
+def finality_rule(client: ChainClient) -> int | str:
+    """LLMCHAIN_FINALITY as a depth (0: every block is final) or a block tag ("finalized", "safe")."""
+    value = str(settings.LLMCHAIN_FINALITY).strip().lower()
+    if value == "auto":
+        if settings.LLMCHAIN_POA:
+            return 0  # QBFT and IBFT2 blocks are final when they are sealed
+        return settings.LLMCHAIN_LOCAL_FINALITY if client.chain_id in DEV_CHAIN_IDS else "finalized"
+    if value in ("finalized", "safe"):
+        return value
+    if value.isdigit():
+        return int(value)
+    raise ImproperlyConfigured(
+        f"LLMCHAIN_FINALITY={settings.LLMCHAIN_FINALITY!r}: use auto, a number of blocks, finalized or safe")
 
 
 def default_client() -> ChainClient:

@@ -30,6 +30,10 @@ class Sender(models.Model):
     next_nonce = models.BigIntegerField(null=True)  # None: read it from the node first
     lease_owner = models.CharField(max_length=64, blank=True)
     lease_until = models.DateTimeField(null=True)
+    # Why the lane cannot progress right now ("" when it can), and since when: said once in the
+    # log when it changes, shown by `chain status` and the admin.
+    stuck_reason = models.TextField(blank=True)
+    stuck_since = models.DateTimeField(null=True)
 
     def __str__(self) -> str:
         return self.address
@@ -41,8 +45,9 @@ class ChainTransaction(models.Model):
     class Status(models.TextChoices):
         SIGNED = "signed"  # recorded, not yet accepted by a node
         SENT = "sent"  # accepted by a node, no receipt yet
-        MINED = "mined"  # receipt with status 1
-        REVERTED = "reverted"  # receipt with status 0
+        MINED = "mined"  # a receipt (`succeeded` says which kind) in a block that is not final yet
+        CONFIRMED = "confirmed"  # receipt with status 1 in a final block
+        REVERTED = "reverted"  # receipt with status 0 in a final block
         DROPPED = "dropped"  # its nonce went to another transaction; its items were re-queued
 
     sender = models.ForeignKey(Sender, on_delete=models.PROTECT, related_name="transactions")
@@ -55,10 +60,15 @@ class ChainTransaction(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True)
     block_number = models.BigIntegerField(null=True)
+    block_hash = models.CharField(max_length=66, blank=True)  # of the receipt's block: a reorg changes it
+    succeeded = models.BooleanField(null=True)  # the receipt's status (None: no receipt)
     gas_used = models.BigIntegerField(null=True)
+    resends = models.PositiveIntegerField(default=0)  # broadcasts after the first: the backoff's exponent
+    next_send_at = models.DateTimeField(null=True)  # not re-sent (or re-checked) before this
     created_at = models.DateTimeField(default=timezone.now)
     sent_at = models.DateTimeField(null=True)
     mined_at = models.DateTimeField(null=True)
+    final_at = models.DateTimeField(null=True)
 
     class Meta:
         constraints = [
@@ -104,11 +114,27 @@ class OutboxItem(models.Model):
 
 
 class IndexerCursor(models.Model):
-    """The last block whose events are folded into the tables below."""
+    """The last block whose events are folded into the tables below, and its hash: the next
+    chunk must descend from it, or the chain was reorganised under the indexer."""
 
     name = models.CharField(max_length=64, unique=True)
     last_block = models.BigIntegerField()
+    last_hash = models.CharField(max_length=66, blank=True)  # "" for cursors from before hashes were kept
     updated_at = models.DateTimeField(auto_now=True)
+
+
+class IndexedBlock(models.Model):
+    """The hash of a recently folded block: where to find the common ancestor after a reorg.
+
+    The indexer keeps the last LLMCHAIN_REORG_WINDOW of them per cursor; a reorg deeper than
+    that rebuilds the tables from the deployment block."""
+
+    cursor = models.CharField(max_length=64)
+    number = models.BigIntegerField()
+    hash = models.CharField(max_length=66)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cursor", "number"], name="one_hash_per_block")]
 
 
 # --- Indexed chain state: every row can be rebuilt from contract events ----------------------
@@ -129,6 +155,7 @@ class LedgerModel(models.Model):
     owner = models.CharField(max_length=42)
     metadata_cid = models.CharField(max_length=200)
     block_number = models.BigIntegerField()
+    metadata_block = models.BigIntegerField(null=True)  # the block of the event that set metadata_cid
 
     def __str__(self) -> str:
         return self.model_id
@@ -139,6 +166,7 @@ class Registration(models.Model):
     role = models.PositiveSmallIntegerField()
     profile_cid = models.CharField(max_length=200, blank=True)
     registered_at = models.BigIntegerField()  # block timestamp
+    block_number = models.BigIntegerField(null=True)  # None for rows indexed before it was kept
 
 
 class Interaction(models.Model):
@@ -156,7 +184,9 @@ class Interaction(models.Model):
     wh = models.BigIntegerField(null=True)
     d_minutes = models.DecimalField(max_digits=30, decimal_places=0, null=True)  # 1e18 minutes, up to 1440e18
     human_tx = models.CharField(max_length=66, blank=True)
+    human_block = models.BigIntegerField(null=True)
     reputation_tx = models.CharField(max_length=66, blank=True)
+    reputation_block = models.BigIntegerField(null=True)
 
     class Meta:
         # The boards' refresh reads a model's rated interactions, in one context or in all of them.

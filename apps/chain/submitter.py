@@ -1,11 +1,18 @@
-"""The submitter: signs queued calls, sends them in order, and confirms them from receipts.
+"""The submitter: signs queued calls, sends them in order, and confirms them once they are final.
 
-Guarantees, whatever process dies when:
+Guarantees, whatever process (or node) dies when:
 - a transaction is written to the database (raw bytes, hash, nonce) before any node sees it,
   so after a crash the very same bytes are sent again: a call can never be signed twice with
   two nonces and land twice;
 - nonces are assigned here, per sender lane, under a lease that one process holds at a time;
-- a node that lost its pool (restart) gets the unmined transactions again, in nonce order;
+- a receipt makes a transaction "mined"; its calls are confirmed only when its block is final
+  (LLMCHAIN_FINALITY), and a mined transaction whose receipt disappears (its block was lost or
+  reorganised away) is sent again with the same bytes;
+- a node that lost its pool (restart) or its last blocks gets the lost transactions again, in
+  nonce order, even ones that were final (a node that lost more blocks than the finality rule
+  allows for): their calls go back to unconfirmed until they are final again;
+- re-sends back off per transaction, and a lane that cannot progress says why once (the log,
+  `chain status`, the admin), never on every pass;
 - a revert that only says "already done" (a duplicate interaction id...) counts as confirmed
   only after the on-chain record is checked against the queued call.
 """
@@ -35,6 +42,7 @@ log = logging.getLogger(__name__)
 TX = ChainTransaction.Status
 ITEM = OutboxItem.Status
 NOOP = "noop"
+LIVE = [TX.SIGNED, TX.SENT, TX.MINED]  # sent or to send, not final yet
 
 
 class Submitter:
@@ -52,6 +60,7 @@ class Submitter:
         self.max_attempts = max_attempts or settings.LLMCHAIN_TX_MAX_ATTEMPTS
         self.stats: Counter = Counter()
         self._stop = False
+        self._next_sweep = 0.0
 
     # -- the loop --------------------------------------------------------------------------------
     def run_once(self) -> Counter:
@@ -59,7 +68,7 @@ class Submitter:
         lanes = self._acquire_lanes()
         if lanes:
             self._check_receipts(lanes)
-            self._rebroadcast_lost(lanes)
+            self._heal(lanes)
             self._sign_new(lanes)
             self._broadcast(lanes)
         return self.stats - before
@@ -85,14 +94,15 @@ class Submitter:
 
     def has_work(self) -> bool:
         return (OutboxItem.objects.filter(status__in=[ITEM.PENDING, ITEM.SIGNED]).exists()
-                or ChainTransaction.objects.filter(status__in=[TX.SIGNED, TX.SENT]).exists())
+                or ChainTransaction.objects.filter(status__in=LIVE).exists())
 
     # -- lanes -----------------------------------------------------------------------------------
     def _acquire_lanes(self) -> list[Sender]:
         addresses = set(OutboxItem.objects.filter(status=ITEM.PENDING)
                         .values_list("sender_address", flat=True).distinct())
-        addresses |= set(ChainTransaction.objects.filter(status__in=[TX.SIGNED, TX.SENT])
+        addresses |= set(ChainTransaction.objects.filter(status__in=LIVE)
                          .values_list("sender__address", flat=True).distinct())
+        addresses |= self._lanes_behind_the_node()
         now = timezone.now()
         held = []
         for address in sorted(addresses):
@@ -105,6 +115,16 @@ class Submitter:
                 held.append(lane)
         return held
 
+    def _lanes_behind_the_node(self) -> set[str]:
+        """Every LLMCHAIN_RESEND_AFTER_S, the lanes whose next nonce is above the node's count of their
+        mined transactions although nothing of theirs is live: the node lost final blocks of theirs."""
+        if time.monotonic() < self._next_sweep:
+            return set()
+        self._next_sweep = time.monotonic() + self.resend_after.total_seconds()
+        lanes = list(Sender.objects.filter(next_nonce__isnull=False).values_list("address", "next_nonce"))
+        counts = self.client.batch([("eth_getTransactionCount", [a, "latest"]) for a, _ in lanes]) if lanes else []
+        return {a for (a, n), c in zip(lanes, counts) if not isinstance(c, RpcError) and int(c, 16) < n}
+
     def release(self) -> None:
         Sender.objects.filter(lease_owner=self.owner).update(lease_owner="", lease_until=None)
 
@@ -114,33 +134,53 @@ class Submitter:
                     .select_related("sender").order_by("sender_id", "nonce").defer("raw"))
 
     def _check_receipts(self, lanes: list[Sender]) -> None:
-        live = self._live(lanes, [TX.SIGNED, TX.SENT])
+        """Receipts of everything sent and not final: a receipt makes a transaction mined, a final
+        block confirms it (or, reverted, has it diagnosed), and a mined transaction whose receipt is
+        gone (its block was lost or reorganised away) is sent again, with the same signed bytes."""
+        live = self._live(lanes, [TX.SIGNED, TX.SENT, TX.MINED])
         if not live:
             return
+        _, final = self.ledger.head_and_final()
         receipts = self.client.receipts([from_hex(tx.tx_hash) for tx in live])
-        mined: list[ChainTransaction] = []
+        changed: list[ChainTransaction] = []
+        confirmed: list[ChainTransaction] = []
         reverted: list[ChainTransaction] = []
+        lost: list[ChainTransaction] = []
         now = timezone.now()
         for tx, receipt in zip(live, receipts):
             if not receipt:
+                if tx.status == TX.MINED:
+                    tx.status, tx.block_number, tx.block_hash, tx.succeeded = TX.SENT, None, "", None
+                    tx.next_send_at = now  # the node may not hold it any more: check at once
+                    lost.append(tx)
+                    changed.append(tx)
                 continue
-            tx.block_number = int(receipt["blockNumber"], 16)
-            tx.gas_used = int(receipt["gasUsed"], 16)
-            tx.mined_at = now
-            if int(receipt["status"], 16) == 1:
-                tx.status = TX.MINED
-                mined.append(tx)
-            else:
-                tx.status = TX.REVERTED
-                reverted.append(tx)
+            block, block_hash = int(receipt["blockNumber"], 16), receipt["blockHash"]
+            if tx.status != TX.MINED or tx.block_hash != block_hash:
+                tx.status, tx.block_number, tx.block_hash = TX.MINED, block, block_hash
+                tx.gas_used = int(receipt["gasUsed"], 16)
+                tx.succeeded = int(receipt["status"], 16) == 1
+                tx.mined_at = now
+                changed.append(tx)
+                self.stats["mined"] += 1
+            if block <= final:
+                tx.status, tx.final_at = (TX.CONFIRMED if tx.succeeded else TX.REVERTED), now
+                (confirmed if tx.succeeded else reverted).append(tx)
+                if tx not in changed:
+                    changed.append(tx)
         with transaction.atomic():
-            ChainTransaction.objects.bulk_update(mined + reverted, ["status", "block_number", "gas_used", "mined_at"],
-                                                 batch_size=500)
-            ids = [tx.pk for tx in mined]
+            ChainTransaction.objects.bulk_update(
+                changed, ["status", "block_number", "block_hash", "succeeded", "gas_used", "mined_at", "final_at",
+                          "next_send_at"], batch_size=500)
+            ids = [tx.pk for tx in confirmed]
             for start in range(0, len(ids), 500):
                 OutboxItem.objects.filter(transaction_id__in=ids[start:start + 500], status=ITEM.SIGNED).update(
                     status=ITEM.CONFIRMED, confirmed_at=now)
-        self.stats["mined"] += len(mined)
+        self.stats["confirmed"] += len(confirmed)
+        if lost:
+            self.stats["unmined"] += len(lost)
+            log.warning("%d mined transactions lost their block (a reorganisation, or a node that lost its last "
+                        "blocks): sending them again with the same signed bytes", len(lost))
         for tx in reverted:
             self._diagnose_revert(tx)
 
@@ -174,30 +214,102 @@ class Submitter:
             self.stats[f"item_{status}"] += 1
             log.info("%s: %s", item.key, error)
 
-    # -- lost transactions -----------------------------------------------------------------------
-    def _rebroadcast_lost(self, lanes: list[Sender]) -> None:
-        sent = self._live(lanes, [TX.SENT])
-        if not sent:
+    # -- what the node lost ----------------------------------------------------------------------
+    def _heal(self, lanes: list[Sender]) -> None:
+        """Give the node back what it lost, without hammering it.
+
+        Per lane, the node's nonces say what it holds: `latest` counts the sender's transactions in
+        its chain, `pending` those it could mine next. A final transaction (confirmed or reverted)
+        at or above `latest` was in blocks the node lost: it is sent again with the same bytes and
+        its calls are unconfirmed until it is final again. A sent transaction at or above `pending`,
+        or sent long ago, is looked up: one the node does not hold is sent again, each re-send
+        backing off (1 s, doubling, up to LLMCHAIN_RESEND_MAX_S). A nonce below all of this lane's
+        live transactions that the node still waits for, and that this site never signed, is a gap
+        nothing here can fill by re-sending: a no-op fills it once it has stayed for
+        LLMCHAIN_RESEND_AFTER_S, and the lane says why it waits meanwhile."""
+        if not lanes:
             return
-        by_lane: dict[int, list[ChainTransaction]] = defaultdict(list)
-        for tx in sent:
-            by_lane[tx.sender_id].append(tx)
-        lane_list = [lane for lane in lanes if lane.pk in by_lane]
-        counts = self.client.batch([("eth_getTransactionCount", [lane.address, "pending"]) for lane in lane_list])
-        stale = timezone.now() - self.resend_after
-        lost: list[int] = []
-        for lane, count in zip(lane_list, counts):
-            if isinstance(count, RpcError):
-                raise count
-            node_next = int(count, 16)
-            for tx in by_lane[lane.pk]:
-                # The node's pending count stops at the first nonce it does not hold.
-                if tx.nonce >= node_next or (tx.sent_at and tx.sent_at < stale):
-                    lost.append(tx.pk)
-        if lost:
-            ChainTransaction.objects.filter(pk__in=lost).update(status=TX.SIGNED)
-            self.stats["resent"] += len(lost)
-            log.info("re-sending %d transactions the node does not hold", len(lost))
+        counts = self.client.batch([(("eth_getTransactionCount", [lane.address, tag]))
+                                    for lane in lanes for tag in ("latest", "pending")])
+        for reply in counts:
+            if isinstance(reply, RpcError):
+                raise reply
+        now = timezone.now()
+        to_check: list[ChainTransaction] = []
+        for i, lane in enumerate(lanes):
+            latest, pending = int(counts[2 * i], 16), int(counts[2 * i + 1], 16)
+            self._unfinalise_lost(lane, latest)
+            stale = now - self.resend_after
+            to_check += list(ChainTransaction.objects.filter(sender=lane, status=TX.SENT)
+                             .filter(Q(nonce__gte=pending) | Q(sent_at__lt=stale))
+                             .filter(Q(next_send_at__isnull=True) | Q(next_send_at__lte=now)).defer("raw"))
+            self._fill_gap(lane, pending, now)
+        if not to_check:
+            return
+        held = self.client.batch([("eth_getTransactionByHash", [tx.tx_hash]) for tx in to_check])
+        resend, keep = [], []
+        for tx, found in zip(to_check, held):
+            if isinstance(found, RpcError):
+                raise found
+            (keep if found else resend).append(tx)
+        for tx in resend:  # broadcast on this pass; looked up again only after a longer wait each time
+            tx.status, tx.resends, tx.next_send_at = TX.SIGNED, tx.resends + 1, None
+        for tx in keep:  # held (in its pool, maybe waiting behind a gap): look again later, not every pass
+            tx.next_send_at = now + self._backoff(tx.resends + 3)
+        ChainTransaction.objects.bulk_update(resend + keep, ["status", "resends", "next_send_at"], batch_size=500)
+        if resend:
+            self.stats["resent"] += len(resend)
+            log.info("re-sending %d transactions the node does not hold", len(resend))
+
+    def _backoff(self, resends: int) -> timedelta:
+        return timedelta(seconds=min(2.0 ** max(resends - 1, 0), settings.LLMCHAIN_RESEND_MAX_S))
+
+    def _unfinalise_lost(self, lane: Sender, latest: int) -> None:
+        lost = list(ChainTransaction.objects.filter(sender=lane, nonce__gte=latest,
+                                                    status__in=[TX.CONFIRMED, TX.REVERTED]).defer("raw"))
+        if not lost:
+            return
+        with transaction.atomic():
+            ChainTransaction.objects.filter(pk__in=[tx.pk for tx in lost]).update(
+                status=TX.SIGNED, block_number=None, block_hash="", succeeded=None, final_at=None, next_send_at=None)
+            OutboxItem.objects.filter(transaction__in=[tx.pk for tx in lost], status=ITEM.CONFIRMED,
+                                      duplicate=False).update(status=ITEM.SIGNED, confirmed_at=None)
+        self.stats["unconfirmed"] += len(lost)
+        log.warning("the node lost %d final transactions of %s (nonces %d..%d; it lost blocks deeper than "
+                    "LLMCHAIN_FINALITY): their calls are unconfirmed and sent again", len(lost), lane.address,
+                    min(tx.nonce for tx in lost), max(tx.nonce for tx in lost))
+
+    def _fill_gap(self, lane: Sender, pending: int, now) -> None:
+        ours = (ChainTransaction.objects.filter(sender=lane, nonce__gte=pending)
+                .exclude(status=TX.DROPPED).order_by("nonce").values_list("nonce", flat=True).first())
+        if ours is None or ours == pending:
+            self._set_stuck(lane, "")
+            return
+        # The node waits for `pending`, which this site never signed (the key was used elsewhere, or
+        # the node's pool lost a transaction another process sent): nothing of ours at that nonce.
+        reason = (f"the node waits for nonce {pending} of {lane.address}, which this site never signed; "
+                  f"its transactions from nonce {ours} on wait behind it")
+        self._set_stuck(lane, reason)
+        if lane.stuck_since and now - lane.stuck_since >= self.resend_after:
+            account = account_for(lane.address)
+            for nonce in range(pending, ours):
+                signed = self.client.sign(account, account.address, b"", nonce, 21_000)
+                ChainTransaction.objects.create(sender=lane, nonce=nonce, function=NOOP, tx_hash=to_hex(signed.hash),
+                                                raw=signed.raw, gas_limit=21_000)
+            log.warning("filled nonces %d..%d of %s with no-op transfers", pending, ours - 1, lane.address)
+            self._set_stuck(lane, "")
+
+    def _set_stuck(self, lane: Sender, reason: str) -> None:
+        """Record why a lane cannot progress; say it in the log only when it changes."""
+        if reason == lane.stuck_reason:
+            return
+        since = timezone.now() if reason else None
+        Sender.objects.filter(pk=lane.pk).update(stuck_reason=reason, stuck_since=since)
+        lane.stuck_reason, lane.stuck_since = reason, since
+        if reason:
+            log.warning("lane %s cannot progress: %s", lane.address, reason)
+        else:
+            log.info("lane %s progresses again", lane.address)
 
     # -- signing ---------------------------------------------------------------------------------
     def _ready_items(self, lane: Sender) -> list[OutboxItem]:
@@ -223,8 +335,7 @@ class Submitter:
     def _next_nonce(self, lane: Sender) -> int:
         if lane.next_nonce is None:
             node_next = self.client.nonce(lane.address, "pending")
-            ours = (ChainTransaction.objects.filter(sender=lane, status__in=[TX.SIGNED, TX.SENT, TX.MINED,
-                                                                             TX.REVERTED])
+            ours = (ChainTransaction.objects.filter(sender=lane, status__in=[*LIVE, TX.CONFIRMED, TX.REVERTED])
                     .order_by("-nonce").values_list("nonce", flat=True).first())
             lane.next_nonce = max(node_next, (ours + 1) if ours is not None else 0)
         return lane.next_nonce
@@ -277,16 +388,19 @@ class Submitter:
 
     # -- broadcasting ----------------------------------------------------------------------------
     def _broadcast(self, lanes: list[Sender]) -> None:
+        now = timezone.now()
         txs = list(ChainTransaction.objects.filter(sender__in=lanes, status=TX.SIGNED)
+                   .filter(Q(next_send_at__isnull=True) | Q(next_send_at__lte=now))
                    .select_related("sender").order_by("sender_id", "nonce"))
         if not txs:
             return
         results = self.client.send_raw([bytes(tx.raw) for tx in txs])
-        now = timezone.now()
-        accepted = [tx.pk for tx, err in zip(txs, results) if err is None]
-        for start in range(0, len(accepted), 500):
-            ChainTransaction.objects.filter(pk__in=accepted[start:start + 500]).update(
-                status=TX.SENT, sent_at=now, attempts=F("attempts") + 1)
+        accepted = [tx for tx, err in zip(txs, results) if err is None]  # "already known": the node holds it
+        for tx in accepted:  # not looked up (and so not re-sent) before its backoff
+            tx.status, tx.sent_at, tx.attempts = TX.SENT, now, tx.attempts + 1
+            tx.next_send_at = now + self._backoff(tx.resends)
+        ChainTransaction.objects.bulk_update(accepted, ["status", "sent_at", "attempts", "next_send_at"],
+                                             batch_size=500)
         self.stats["sent"] += len(accepted)
         for tx, err in zip(txs, results):
             if err is not None:
@@ -310,7 +424,8 @@ class Submitter:
         retryable = getattr(err, "retryable", False)
         attempts = tx.attempts + 1
         if retryable or attempts < self.max_attempts:
-            ChainTransaction.objects.filter(pk=tx.pk).update(attempts=attempts, last_error=str(err))
+            ChainTransaction.objects.filter(pk=tx.pk).update(attempts=attempts, last_error=str(err),
+                                                             next_send_at=timezone.now() + self._backoff(attempts))
             if not retryable:
                 self._resign(tx, fail_items=False, error=str(err))
             return
@@ -336,7 +451,8 @@ class Submitter:
             ChainTransaction.objects.filter(pk=tx.pk).update(status=TX.DROPPED, last_error=error)
             new = ChainTransaction.objects.create(sender=tx.sender, nonce=tx.nonce, function=function,
                                                   tx_hash=to_hex(signed.hash), raw=signed.raw, gas_limit=gas,
-                                                  attempts=tx.attempts + 1)
+                                                  attempts=tx.attempts + 1,
+                                                  next_send_at=timezone.now() + self._backoff(tx.attempts + 1))
             if fail_items:
                 OutboxItem.objects.filter(pk__in=[i.pk for i in items]).update(
                     status=ITEM.FAILED, transaction=None, last_error=f"refused by the node: {error}")

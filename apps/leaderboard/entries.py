@@ -95,10 +95,14 @@ def refresh(pairs: set[tuple[str, str]], models: set[str] = frozenset(), context
     if not pairs:
         return 0
     names = model_names({m for m, _ in pairs})
-    rows = [e for e in (entry_for(m, c, names[m]) for m, c in sorted(pairs)) if e is not None]
+    computed = {(m, c): entry_for(m, c, names[m]) for m, c in sorted(pairs)}
+    rows = [e for e in computed.values() if e is not None]
     with transaction.atomic():
         BoardEntry.objects.bulk_create(rows, batch_size=500, update_conflicts=True,
                                        unique_fields=["context_id", "model_id"], update_fields=ENTRY_FIELDS)
+        for (m, c), entry in computed.items():
+            if entry is None:  # its changes were rolled back (a reorg): no row on the board
+                BoardEntry.objects.filter(model_id=m, context_id=c).delete()
         bump({c for _, c in pairs})
     return len(rows)
 
