@@ -1,0 +1,522 @@
+"""The ledger under faults, end to end (issue 16, item 6).
+
+A real stack in subprocesses (an anvil with a state file, `chain work`, `oracle work`, the site under
+daphne), load through the HTTP API (token auth, chats with replay models, ratings) and a
+`replay mtbench` run, and on a schedule drawn from the seed: kill -9 of the node right after a
+receipt and at random moments (restarted on the same port from its state file, so it loses the
+blocks mined since its last dump), kill -9 of each worker, an evidence store that cannot be written.
+
+At the end nothing is lost and nothing doubled: every interaction is on-chain once, every rating the
+API accepted is on-chain, every outbox item is confirmed and every lane drained, `chain audit` and
+`leaderboard verify` exit 0, and no log line repeats more than a few times a second.
+
+Run with -s to see each seed's schedule and its summary line (`FAULTS {...}`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from apps.chain.audit import all_events
+from apps.chain.client import ChainClient, account_from_key
+from apps.chain.deploy import deploy, grant_role
+from apps.chain.demo import context_id
+from apps.chain.keys import admin_address
+from apps.chain.ledger import Ledger
+from apps.chain.models import ChainTransaction, Context, IndexerCursor, OutboxItem
+from apps.chain.models import Interaction as LedgerInteraction
+from apps.chain.node import DEV_KEYS, AnvilNode, free_port
+from apps.chain import outbox
+from apps.chat.accounts import sign_up
+from apps.chat.models import Interaction, Rating, RegisteredModel
+from apps.chat.replay import import_mtbench
+from apps.oracle.models import EvaluationJob
+from tests.chat.factories import write_mtbench
+
+from .conftest import database_url
+from .stack import LogWatch, Service, Unwritable
+
+pytestmark = [pytest.mark.slow, pytest.mark.chain, pytest.mark.django_db(transaction=True)]
+
+SEEDS = [1601, 1602, 1603]
+LOAD_S = 40  # the load and every fault start within this window
+CHATS = 24
+DRAIN_TIMEOUT_S = 90
+PASSWORD = "a long enough passphrase"
+USERS = ["alice", "bob", "carol"]
+MODELS = ["alpha-7b", "beta-13b", "gamma-3b", "delta-30b"]
+REPLAYED = "delta-30b"  # `replay mtbench --models delta-30b --turns 1`: one interaction per question
+TOPICS = ["the sea", "a sunrise", "clear writing", "a city at night", "autumn leaves", "a quiet library",
+          "the moon", "a kitchen garden"]
+STYLES = ["Plainly put, {t} is calm and wide and full of light.", "Consider {t}: it changes slowly, then all at once.",
+          "In short, {t} rewards a patient look.", "{T} is a small wonder that most people pass by."]
+FOLLOW_UP = "Now shorter."
+QUESTIONS = {q: f"Write two sentences about {t}." for q, t in enumerate(TOPICS, start=1)}
+
+# A repeated log line is counted per second (stack.LogWatch). Calibrated on clean runs (no fault):
+# the workers' own lines (what the code logs) never repeat more than 4 times in a second; a
+# pass logs a line per batch at most, a few passes a second. anvil logs one line per JSON-RPC
+# call, and the submitter asks for every live transaction's receipt in one batch each pass,
+# several passes a second: a clean run peaked at PEAK_CLEAN_ANVIL identical lines a second
+# (eth_getTransactionReceipt), scaling with the live transactions, not with time. The bug this
+# catches wrote ~6,500 identical lines a second to anvil's log (the same transaction re-sent on
+# every pass) and a line per pass to the worker's: the thresholds sit well above the clean peaks
+# and far below that.
+MAX_REPEATS = {"chain": 20, "oracle": 20, "site": 60, "anvil": 600}
+
+
+# --- the world -----------------------------------------------------------------------------------
+
+def mtbench(root: Path) -> Path:
+    """Eight writing questions, each with two turns, answered by all four replay models."""
+    answers = {m: {q: [STYLES[i].format(t=t, T=t[0].upper() + t[1:]), f"Short: {t}."]
+                   for q, t in enumerate(TOPICS, start=1)} for i, m in enumerate(MODELS)}
+    return write_mtbench(root, {q: ("writing", [text, FOLLOW_UP]) for q, text in QUESTIONS.items()}, answers)
+
+
+def wait_until(condition, timeout: float, what: str, services=()) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {timeout} s; logs:\n" + "\n".join(
+                f"--- {s.name}\n{s.tail()}" for s in services))
+        time.sleep(0.2)
+
+
+def fault_schedule(seed: int) -> list[dict]:
+    """The faults of one run, drawn from `seed`: times in seconds from the start of the load."""
+    rng = random.Random(seed)
+    faults = []
+    # The node: three kills, one every ~12 s, at least one right after a receipt.
+    kinds = ["node-after-receipt", "node-random", rng.choice(["node-after-receipt", "node-random"])]
+    rng.shuffle(kinds)
+    for i, kind in enumerate(kinds):
+        down = rng.uniform(0.2, 1.5) if kind == "node-after-receipt" else rng.uniform(1.0, 6.0)
+        faults.append({"kind": kind, "at": round(3 + 12 * i + rng.uniform(0, 5), 2), "down_s": round(down, 2)})
+    for worker in ("chain", "oracle"):
+        for i in range(rng.choice([1, 2])):
+            faults.append({"kind": f"kill-{worker}-worker", "at": round(2 + 17 * i + rng.uniform(0, 14), 2),
+                           "down_s": round(rng.uniform(0.5, 5.0), 2)})
+    faults.append({"kind": "evidence-unwritable", "at": round(rng.uniform(3, LOAD_S - 14), 2),
+                   "down_s": round(rng.uniform(4, 10), 2)})
+    faults.append({"kind": "replay-run", "at": round(rng.uniform(2, 12), 2)})
+    return sorted(faults, key=lambda f: f["at"])
+
+
+# --- the load, over HTTP only --------------------------------------------------------------------
+
+class Load(threading.Thread):
+    """Chats and ratings through the API, paced over the load window; touches no database."""
+
+    def __init__(self, base_url: str, tokens: dict[str, str], model_pks: dict[str, int], context: str, seed: int):
+        super().__init__(daemon=True, name="load")
+        self.base_url, self.tokens, self.model_pks, self.context = base_url, tokens, model_pks, context
+        self.rng = random.Random(f"load:{seed}")
+        self.interactions: list[dict] = []  # {"pk", "interaction_id", "user"}
+        self.ratings: list[int] = []  # interaction pks whose rating the API accepted (201)
+        self.refused: list[tuple[int, int, str]] = []
+        self.errors: list[str] = []
+        self.done = threading.Event()
+
+    def client(self, user: str) -> httpx.Client:
+        return httpx.Client(base_url=self.base_url, headers={"Authorization": f"Token {self.tokens[user]}"},
+                            timeout=30, trust_env=False)
+
+    def post(self, client: httpx.Client, url: str, body: dict) -> httpx.Response | None:
+        try:
+            return client.post(url, json=body)
+        except httpx.HTTPError as exc:
+            self.errors.append(f"POST {url}: {exc!r}")
+            return None
+
+    def run(self) -> None:
+        clients = {u: self.client(u) for u in self.tokens}
+        pending: list[tuple[float, int, str]] = []  # (when, interaction pk, user): ratings to give
+        t0 = time.monotonic()
+        try:
+            for n in range(CHATS):
+                self._rate_due(clients, pending, time.monotonic())
+                user, model = self.rng.choice(list(clients)), self.rng.choice(MODELS)
+                question = self.rng.choice(list(QUESTIONS))
+                client = clients[user]
+                conv = self.post(client, "/api/conversations", {"model": self.model_pks[model],
+                                                                "context": self.context})
+                if conv is None or conv.status_code != 201:
+                    self.errors.append(f"conversation: {conv and conv.status_code} {conv and conv.text[:200]}")
+                    continue
+                prompts = [QUESTIONS[question]] + ([FOLLOW_UP] if self.rng.random() < 0.4 else [])
+                for prompt in prompts:
+                    answer = self.post(client, f"/api/conversations/{conv.json()['id']}/messages", {"prompt": prompt})
+                    if answer is None or answer.status_code != 201:
+                        self.errors.append(f"message: {answer and answer.status_code} {answer and answer.text[:200]}")
+                        break
+                    body = answer.json()
+                    self.interactions.append({"pk": body["id"], "interaction_id": body["interaction_id"], "user": user})
+                    if self.rng.random() < 0.8:  # most answers are rated, some at once, some seconds later
+                        heapq.heappush(pending, (time.monotonic() + self.rng.uniform(0, 8), body["id"], user))
+                # Spread the chats over the window (minus time to rate the last ones).
+                pause = t0 + (n + 1) * (LOAD_S - 6) / CHATS - time.monotonic()
+                while pause > 0:
+                    self._rate_due(clients, pending, time.monotonic())
+                    time.sleep(min(pause, 0.2))
+                    pause = t0 + (n + 1) * (LOAD_S - 6) / CHATS - time.monotonic()
+            self._rate_due(clients, pending, float("inf"))
+        finally:
+            for c in clients.values():
+                c.close()
+            self.done.set()
+
+    def _rate_due(self, clients, pending, now: float) -> None:
+        while pending and pending[0][0] <= now:
+            _, pk, user = heapq.heappop(pending)
+            answers = {f: self.rng.randint(1, 5) for f in
+                       ("reliability", "completeness", "utility", "familiarity", "trust", "uncertainty")}
+            r = self.post(clients[user], f"/api/interactions/{pk}/rating", answers)
+            if r is not None and r.status_code == 201:
+                self.ratings.append(pk)
+            else:
+                self.refused.append((pk, r.status_code if r is not None else 0, r.text[:200] if r is not None else ""))
+
+
+# --- the stack -----------------------------------------------------------------------------------
+
+class Stack:
+    def __init__(self, tmp: Path, settings):
+        self.tmp = tmp
+        self.node = AnvilNode(block_time=1, base_fee=0, state_file=tmp / "chain" / "state.json",
+                              log_file=tmp / "anvil.log")
+        self.ipfs = tmp / "ipfs"
+        self.ipfs.mkdir()
+        self.unwritable = Unwritable(self.ipfs)
+        self.settings = settings
+        self.services: dict[str, Service] = {}
+        self.replay: Service | None = None
+        self.site_url = ""
+
+    def start_chain(self) -> None:
+        self.node.start()
+        client = ChainClient(self.node.url)
+        admin = account_from_key(DEV_KEYS[0])
+        deployment = deploy(client, admin)
+        grant_role(client, deployment, admin, "ORACLE_ROLE", account_from_key(DEV_KEYS[1]).address)
+        self.deployment_file = self.tmp / "deployment.json"
+        deployment.save(self.deployment_file)
+        self.ledger = Ledger(client, deployment)
+        s = self.settings
+        s.LLMCHAIN_RPC_URL, s.LLMCHAIN_DEPLOYMENT, s.LLMCHAIN_ORACLE_KEY = self.node.url, self.deployment_file, DEV_KEYS[1]
+        s.LLMCHAIN_IPFS_BACKEND, s.LLMCHAIN_IPFS_DIR = "local", self.ipfs
+        self.env = {**os.environ, "DATABASE_URL": database_url(), "LLMCHAIN_RPC_URL": self.node.url,
+                    "LLMCHAIN_DEPLOYMENT": str(self.deployment_file), "LLMCHAIN_ORACLE_KEY": DEV_KEYS[1],
+                    "LLMCHAIN_IPFS_BACKEND": "local", "LLMCHAIN_IPFS_DIR": str(self.ipfs),
+                    # Leases short enough that a killed worker's jobs and lanes pass to its successor
+                    # within seconds (the defaults, 120 s and 30 s, would make each kill cost that).
+                    "LLMCHAIN_ORACLE_LEASE_S": "5", "LLMCHAIN_LEASE_S": "5", "LLMCHAIN_RESEND_AFTER_S": "5",
+                    "PYTHONUNBUFFERED": "1"}
+        manage = [sys.executable, "manage.py"]
+        self.services = {
+            "chain": Service("chain", manage + ["chain", "work"], self.env, self.tmp / "chain.log"),
+            "oracle": Service("oracle", manage + ["oracle", "work", "--no-health"], self.env, self.tmp / "oracle.log"),
+        }
+        self.services["chain"].start()
+
+    def start_site(self) -> None:
+        port = free_port()
+        self.site_url = f"http://127.0.0.1:{port}"
+        self.services["site"] = Service("site", [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                                                 "llmchain_site.asgi:application"], self.env, self.tmp / "site.log")
+        self.services["site"].start()
+        self.services["oracle"].start()
+
+        def site_up() -> bool:
+            try:
+                return httpx.get(self.site_url + "/api/contexts", timeout=2, trust_env=False).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until(site_up, 60, "the site answered", list(self.services.values()))
+
+    def start_replay(self, root: Path) -> None:
+        self.replay = Service("replay", [sys.executable, "manage.py", "replay", "mtbench", str(root), "--models",
+                                         REPLAYED, "--turns", "1", "--timeout", "240"], self.env,
+                              self.tmp / "replay.log").start()
+
+    def logs(self) -> dict[str, Path]:
+        return {"chain": self.tmp / "chain.log", "oracle": self.tmp / "oracle.log", "site": self.tmp / "site.log",
+                "anvil": self.tmp / "anvil.log"}
+
+    def manage(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "manage.py", *args], cwd=Path(__file__).resolve().parents[2],
+                              env=self.env, capture_output=True, text=True, timeout=timeout)
+
+    def shutdown(self) -> None:
+        self.unwritable.off()
+        for s in [self.replay, *self.services.values()]:
+            if s is not None:
+                s.stop()
+        self.node.stop()
+
+
+# --- the faults ----------------------------------------------------------------------------------
+
+RECEIPT_STATUSES_LEFT = ("signed", "sent", "dropped")  # a transaction in any other status has a receipt
+
+
+class Faults:
+    """Runs the schedule on the test's thread, ticking every 10 ms: each fault starts at its time and
+    ends (node or worker restarted, store writable again) `down_s` later. A kill "after a receipt"
+    is armed at its time and fires on the first transaction whose receipt the submitter records
+    after that, polling the database every tick."""
+
+    TICK_S = 0.01
+    RECEIPT_WAIT_S = 20
+
+    def __init__(self, stack: Stack, schedule: list[dict], root: Path):
+        self.stack, self.root = stack, root
+        self.events: list[tuple[float, int, str, dict]] = []
+        for i, fault in enumerate(schedule):
+            heapq.heappush(self.events, (fault["at"], i, "start", fault))
+        self.seq = len(schedule)
+        self.armed: tuple[dict, float, object] | None = None  # fault, since (monotonic), since (db time)
+        self.log: list[dict] = []
+        self.last_fault_end = 0.0
+
+    def push(self, at: float, what: str, fault: dict) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (at, self.seq, what, fault))
+
+    def run(self, t0: float) -> None:
+        deadline = t0 + LOAD_S + 60
+        while self.events or self.armed:
+            now = time.monotonic() - t0
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the fault schedule did not finish: {self.events} {self.armed}")
+            if self.armed:
+                self._poll_receipt(now)
+            while self.events and self.events[0][0] <= now:
+                _, _, what, fault = heapq.heappop(self.events)
+                getattr(self, f"_{what}")(fault, now)
+            time.sleep(self.TICK_S)
+        self.last_fault_end = time.monotonic()
+
+    def _record(self, fault: dict, now: float, **extra) -> None:
+        self.log.append({"kind": fault["kind"], "at": round(now, 2), **extra})
+
+    def _start(self, fault: dict, now: float) -> None:
+        kind = fault["kind"]
+        if kind == "replay-run":
+            self.stack.start_replay(self.root)
+            self._record(fault, now)
+        elif kind.startswith("node-"):
+            if not self.stack.node.proc or self.stack.node.proc.poll() is not None or self.armed:
+                self.push(now + 1, "start", fault)  # the node is down or about to be: a bit later
+            elif kind == "node-after-receipt":
+                self.armed = (fault, time.monotonic(), timezone.now())
+            else:
+                self.stack.node.kill()
+                self._record(fault, now, down_s=fault["down_s"])
+                self.push(now + fault["down_s"], "end", fault)
+        elif kind.startswith("kill-"):
+            service = self.stack.services[kind.split("-")[1]]
+            if not service.running:
+                self.push(now + 1, "start", fault)
+                return
+            service.kill()
+            self._record(fault, now, down_s=fault["down_s"])
+            self.push(now + fault["down_s"], "end", fault)
+        elif kind == "evidence-unwritable":
+            method = self.stack.unwritable.on()
+            self._record(fault, now, down_s=fault["down_s"], method=method)
+            self.push(now + fault["down_s"], "end", fault)
+
+    def _poll_receipt(self, now: float) -> None:
+        fault, since, since_db = self.armed
+        tx = (ChainTransaction.objects.exclude(status__in=RECEIPT_STATUSES_LEFT).filter(mined_at__gte=since_db)
+              .order_by("mined_at").values("function", "nonce", "block_number", "mined_at", "status").first())
+        waited = time.monotonic() - since
+        if tx is None and waited < self.RECEIPT_WAIT_S:
+            return
+        self.stack.node.kill()
+        self.armed = None
+        extra = {"down_s": fault["down_s"], "armed_s": round(waited, 2)}
+        if tx is None:
+            extra["receipt"] = f"none within {self.RECEIPT_WAIT_S} s"
+        else:
+            extra["receipt"] = f"{tx['function']} nonce {tx['nonce']} block {tx['block_number']} ({tx['status']})"
+            extra["ms_after_receipt"] = round((timezone.now() - tx["mined_at"]).total_seconds() * 1000)
+        self._record(fault, now, **extra)
+        self.push(now + fault["down_s"], "end", fault)
+
+    def _end(self, fault: dict, now: float) -> None:
+        kind = fault["kind"]
+        if kind.startswith("node-"):
+            self.stack.node.start()  # the same port, the same state file
+        elif kind.startswith("kill-"):
+            self.stack.services[kind.split("-")[1]].start()
+        elif kind == "evidence-unwritable":
+            self.stack.unwritable.off()
+
+
+# --- the verdict ---------------------------------------------------------------------------------
+
+def tx_pending_statuses() -> list[str]:
+    """signed and sent; and mined too where the submitter tells mined (a receipt) from confirmed (final)."""
+    statuses = [ChainTransaction.Status.SIGNED, ChainTransaction.Status.SENT]
+    if hasattr(ChainTransaction.Status, "CONFIRMED"):
+        statuses.append(ChainTransaction.Status.MINED)
+    return statuses
+
+
+def left_to_drain(load: Load) -> dict[str, int]:
+    """What still has to happen; empty when everything the load started is on-chain and indexed."""
+    ours = set(Interaction.objects.filter(status=Interaction.Status.DONE).values_list("interaction_id", flat=True))
+    indexed = dict(LedgerInteraction.objects.values_list("interaction_id", "reputation_tx"))
+    rated = set(Rating.objects.values_list("interaction__interaction_id", flat=True))
+    last_block = (ChainTransaction.objects.exclude(status="dropped").exclude(block_number=None)
+                  .order_by("-block_number").values_list("block_number", flat=True).first()) or 0
+    cursor = IndexerCursor.objects.filter(name__startswith="ledger:").values_list("last_block", flat=True).first()
+    left = {
+        "load_running": int(not load.done.is_set()),
+        "jobs_not_onchain": EvaluationJob.objects.exclude(status="onchain").count(),
+        "outbox_not_confirmed": OutboxItem.objects.exclude(status="confirmed").count(),
+        "transactions_pending": ChainTransaction.objects.filter(status__in=tx_pending_statuses()).count(),
+        "interactions_not_indexed": len(ours - set(indexed)),
+        "ratings_not_indexed": sum(1 for i in rated if not indexed.get(i)),
+        "blocks_not_indexed": max(0, last_block - (cursor if cursor is not None else -1)),
+    }
+    return {k: v for k, v in left.items() if v}
+
+
+def run_seed(seed: int, tmp: Path, settings) -> tuple[dict, list[str]]:
+    schedule = fault_schedule(seed)
+    print(f"\nFAULT SCHEDULE seed={seed} {json.dumps(schedule)}", flush=True)
+    started = time.monotonic()
+    stack = Stack(tmp, settings)
+    watch = LogWatch(stack.logs())
+    problems: list[str] = []
+    try:
+        stack.start_chain()
+        watch.start()
+        outbox.enqueue("addContext", admin_address(), {"contextId": context_id("writing"), "name": "writing"})
+        wait_until(lambda: Context.objects.filter(context_id=context_id("writing")).exists(), 60,
+                   "the writing context indexed", list(stack.services.values()))
+        writing = Context.objects.get(context_id=context_id("writing"))
+        root = mtbench(tmp / "mt_bench")
+        import_mtbench(root, contexts=[writing], progress=lambda _: None)
+        for name in USERS:
+            sign_up(name, PASSWORD)
+        stack.start_site()
+        tokens = {u: httpx.post(stack.site_url + "/api/token", json={"username": u, "password": PASSWORD},
+                                timeout=30, trust_env=False).json()["token"] for u in USERS}
+        model_pks = dict(RegisteredModel.objects.values_list("name", "pk"))
+        load = Load(stack.site_url, tokens, model_pks, writing.context_id, seed)
+        faults = Faults(stack, schedule, root)
+        t0 = time.monotonic()
+        load.start()
+        faults.run(t0)
+        wait_until(load.done.is_set, 120, "the load finished")
+        # Drain: everything the load started ends on-chain and indexed.
+        deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        while (left := left_to_drain(load)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        drain_s = round(time.monotonic() - faults.last_fault_end, 1)
+        if left:
+            problems.append(f"not drained {DRAIN_TIMEOUT_S} s after the load: {left}; "
+                            f"chain status {stack.manage('chain', 'status').stdout.strip()}")
+        if stack.replay is not None:
+            try:
+                stack.replay.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                stack.replay.kill()
+            if stack.replay.proc.returncode != 0:
+                problems.append(f"replay mtbench exited {stack.replay.proc.returncode}: {stack.replay.tail(600)}")
+
+        audit = stack.manage("chain", "audit")
+        if audit.returncode != 0:
+            problems.append(f"chain audit exited {audit.returncode}:\n{audit.stdout[-3000:]}{audit.stderr[-2000:]}")
+        verify = stack.manage("leaderboard", "verify")
+        if verify.returncode != 0:
+            problems.append(f"leaderboard verify exited {verify.returncode}:\n"
+                            f"{verify.stdout[-4000:]}{verify.stderr[-2000:]}")
+
+        # On-chain exactly once, from the contract's events.
+        events = all_events(stack.ledger)
+        kinds = Counter(e["event"] for e in events)
+        auto = Counter("0x" + bytes(e["args"]["interactionId"]).hex() for e in events if e["event"] == "AutoEvaluated")
+        human = Counter("0x" + bytes(e["args"]["interactionId"]).hex() for e in events if e["event"] == "HumanEvaluated")
+        interactions = set(Interaction.objects.filter(status=Interaction.Status.DONE)
+                           .values_list("interaction_id", flat=True))
+        rated = set(Rating.objects.values_list("interaction__interaction_id", flat=True))
+        accepted = set(Interaction.objects.filter(pk__in=load.ratings).values_list("interaction_id", flat=True))
+        lost = sorted(i for i in interactions if auto[i] == 0)
+        doubled = sorted(i for i, n in auto.items() if n > 1)
+        strangers = sorted(set(auto) - interactions)
+        lost_ratings = sorted(i for i in rated | accepted if human[i] == 0)
+        doubled_ratings = sorted(i for i, n in human.items() if n > 1)
+        indexed = set(LedgerInteraction.objects.values_list("interaction_id", flat=True))
+        for what, found in (("interactions not on-chain", lost), ("interactions on-chain twice", doubled),
+                            ("on-chain interactions the site never had", strangers),
+                            ("accepted ratings not on-chain", lost_ratings),
+                            ("ratings on-chain twice", doubled_ratings),
+                            ("accepted ratings with no Rating row", sorted(accepted - rated)),
+                            ("interactions indexed but not on-chain", sorted(indexed - set(auto))),
+                            ("on-chain interactions not indexed", sorted(set(auto) - indexed))):
+            if found:
+                problems.append(f"{len(found)} {what}: {found[:5]}")
+        if load.errors:
+            problems.append(f"{len(load.errors)} API calls failed: {load.errors[:5]}")
+        unconfirmed = list(OutboxItem.objects.exclude(status="confirmed")
+                           .values_list("key", "status", "last_error")[:5])
+        if unconfirmed:
+            problems.append(f"outbox items not confirmed: {unconfirmed}")
+        stuck = list(ChainTransaction.objects.filter(status__in=tx_pending_statuses())
+                     .values_list("function", "nonce", "status", "attempts", "last_error")[:5])
+        if stuck:
+            problems.append(f"transactions not drained: {stuck}")
+
+        watch.stop()
+        peaks = {name: watch.peak(name) for name in watch.files}
+        for name, (n, line, second) in peaks.items():
+            if n > MAX_REPEATS[name]:
+                problems.append(f"{name}'s log repeated a line {n} times in one second (limit {MAX_REPEATS[name]}), "
+                                f"second {second}: {line[:200]}")
+        summary = {
+            "seed": seed, "db": connection.vendor,
+            "schedule": faults.log,
+            "interactions": len(interactions), "chats": len(load.interactions),
+            "replayed": len(interactions) - len(load.interactions),
+            "ratings_accepted": len(load.ratings), "ratings_refused": len(load.refused), "api_errors": len(load.errors),
+            "onchain": {k: kinds[k] for k in ("AutoEvaluated", "HumanEvaluated", "ReputationUpdated")},
+            "lost": {"interactions": len(lost), "ratings": len(lost_ratings)},
+            "doubled": {"interactions": len(doubled), "ratings": len(doubled_ratings)},
+            "drain_s_after_last_fault": drain_s if not left else None,
+            "left": left,
+            "audit_exit": audit.returncode, "verify_exit": verify.returncode,
+            "log_peaks": {name: [n, line[:80]] for name, (n, line, _) in peaks.items()},
+            "log_lines": dict(watch.lines),
+            "seconds": round(time.monotonic() - started, 1),
+        }
+        print("FAULTS " + json.dumps(summary), flush=True)
+        return summary, problems
+    finally:
+        watch.stop()
+        stack.shutdown()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_ledger_loses_nothing_and_doubles_nothing_under_faults(seed, tmp_path, settings):
+    summary, problems = run_seed(seed, tmp_path, settings)
+    assert not problems, f"seed {seed}, logs in {tmp_path}:\n" + "\n".join(problems)
