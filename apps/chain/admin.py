@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from .models import ChainTransaction, OutboxItem
+from .models import ChainTransaction, OutboxItem, Sender
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -30,10 +30,20 @@ class OutboxItemAdmin(ReadOnlyAdmin):
 
 @admin.register(ChainTransaction)
 class ChainTransactionAdmin(ReadOnlyAdmin):
-    list_display = ("id", "function", "sender", "nonce", "tx_hash", "status", "gas_limit", "gas_used",
-                    "block_number", "attempts", "created_at", "mined_at")
+    list_display = ("id", "function", "sender", "nonce", "tx_hash", "status", "succeeded", "gas_limit", "gas_used",
+                    "block_number", "attempts", "resends", "next_send_at", "created_at", "mined_at", "final_at")
     list_filter = ("status", "function")
     search_fields = ("tx_hash", "sender__address")
     list_select_related = ("sender",)
     exclude = ("raw",)  # the signed bytes: nothing to read there
     ordering = ("-id",)
+
+
+@admin.register(Sender)
+class SenderAdmin(ReadOnlyAdmin):
+    """The nonce lanes, and why one cannot progress (the submitter says it here, once, not per pass)."""
+
+    list_display = ("address", "next_nonce", "stuck_reason", "stuck_since", "lease_owner", "lease_until")
+    list_filter = (("stuck_since", admin.EmptyFieldListFilter),)
+    search_fields = ("address",)
+    ordering = ("address",)

@@ -110,7 +110,7 @@ class ChainClient:
         delay = 0.2
         for attempt in range(self.retries + 1):
             try:
-                resp = self.session.post(self.url, json=body, timeout=(3, self.timeout))
+                resp = self.session.post(self.url, json=body, timeout=(min(3, self.timeout), self.timeout))
                 if resp.status_code >= 500 or resp.status_code == 429:
                     raise ChainUnavailable(f"node answered HTTP {resp.status_code}")
                 resp.raise_for_status()

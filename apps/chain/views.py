@@ -12,6 +12,7 @@ from lib import records
 from lib.cid import CidError, normalize
 
 from .evidence import EvidenceCorrupt, EvidenceMissing, default_store
+from .health import chain_health
 from .ipfs import IpfsError
 from .models import LedgerModel
 
@@ -93,3 +94,11 @@ def evidence_api(request, cid):
     except _Failure as failure:
         return Response({"detail": failure.message}, status=failure.status)
     return Response(describe(cid, data))
+
+
+def chain_status(request):
+    """How far behind the chain's head the boards are, or that the chain is unreachable (a fragment
+    the boards load and refresh: the boards themselves are cached by version, this line is not)."""
+    response = render(request, "chain/_status.html", {"health": chain_health()})
+    response["Cache-Control"] = "no-store"
+    return response

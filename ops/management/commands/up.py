@@ -89,6 +89,7 @@ class Command(BaseCommand):
             raise CommandError(f"the chain node at {settings.LLMCHAIN_RPC_URL} does not answer")
         chain_dir = Path(settings.LLMCHAIN_CHAIN_DIR)
         node = AnvilNode(port=url.port or 8545, block_time=1, base_fee=0, state_file=chain_dir / "state.json",
+                         state_interval=settings.LLMCHAIN_NODE_STATE_INTERVAL_S,
                          log_file=chain_dir / "anvil.log").start()
         self.stdout.write(f"chain: started anvil on {node.url} (state in {node.state_file})")
         return node

@@ -19,7 +19,6 @@ from apps.chain.deploy import deploy, grant_role
 from apps.chain.evidence import default_store
 from apps.chain.keys import oracle_address
 from apps.chain.ledger import default_client, default_ledger
-from apps.chain.models import ChainTransaction, OutboxItem
 from apps.chain.node import AnvilNode, NodeError
 from apps.chain.submitter import Submitter
 
@@ -67,6 +66,7 @@ class Command(BaseCommand):
         port = port or urlparse(settings.LLMCHAIN_RPC_URL).port or 8545
         # Free gas, like the paper's Besu network (min-gas-price 0): accounts need no funding.
         node = AnvilNode(port=port, block_time=block_time, base_fee=0, state_file=Path(state_dir) / "state.json",
+                         state_interval=settings.LLMCHAIN_NODE_STATE_INTERVAL_S,
                          log_file=Path(state_dir) / "anvil.log")
         node.start()
         self.stdout.write(f"anvil on {node.url}, state in {node.state_file} (Ctrl-C stops it)")
@@ -107,13 +107,19 @@ class Command(BaseCommand):
         stop = []
         signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
         self.stdout.write("ledger worker: submitting, indexing and pinning evidence (Ctrl-C stops it)")
+        down_since = None  # said once when the node stops answering, and once when it is back
         try:
             while not stop:
                 try:
                     did = submitter.run_once()
                     indexer.index_until_head(ledger)
+                    if down_since is not None:
+                        self.stderr.write(f"chain reachable again after {time.monotonic() - down_since:.0f} s")
+                        down_since = None
                 except ChainError as exc:
-                    self.stderr.write(f"chain unavailable: {exc}; retrying")
+                    if down_since is None:
+                        self.stderr.write(f"chain unavailable: {exc}; retrying every 2 s")
+                        down_since = time.monotonic()
                     did = {}
                     time.sleep(2)
                 pinned = store.pin_pending()  # an IPFS outage only defers pins (backoff per row)
@@ -139,8 +145,13 @@ class Command(BaseCommand):
             sys.exit(1)
 
     def do_status(self, **_):
-        from django.db.models import Count
+        from apps.chain.health import status
 
-        items = dict(OutboxItem.objects.values_list("status").annotate(n=Count("id")))
-        txs = dict(ChainTransaction.objects.values_list("status").annotate(n=Count("id")))
-        self.stdout.write(json.dumps({"outbox": items, "transactions": txs}))
+        report = status()
+        if not report["reachable"]:
+            self.stdout.write(f"chain: UNREACHABLE ({report['error']})")
+        else:
+            self.stdout.write(f"chain: head {report['head']}, final {report['final']}, indexed {report['indexed']}")
+        for lane in report["stuck_lanes"]:
+            self.stdout.write(f"lane {lane['address']} STUCK since {lane['since']}: {lane['reason']}")
+        self.stdout.write(json.dumps(report))
