@@ -5,7 +5,10 @@ still costs ~16 thread hand-offs, 5-9 ms of CPU per request. This ASGI layer ans
 anonymous GET of a board (the page, its htmx fragments, the JSON and CSV exports) with the very
 response Django produced the first time, status, headers and body, without entering Django.
 
-Keys are the full request target, the htmx headers the views vary on, and the board's version
+Keys are the full request target, the part of the board an htmx request asks for (read from the
+request exactly as the view reads it: `views.board.board_part` of django-htmx's `request.htmx`, so a
+header the view does not take as htmx, say `HX-Request: false` or a repeated header Django joins, can
+never make a fragment stand for the page), and the board's version
 (`entries.version`: it moves whenever the indexer changes that board), read from the database at
 most every VERSION_TTL_S per process, so a board is served at most that much staler than its
 table. Only what is the same for every anonymous visitor is kept: a 200 answer to a request
@@ -15,6 +18,7 @@ path) goes to Django unchanged.
 
 from __future__ import annotations
 
+import io
 import re
 import time
 from collections import OrderedDict
@@ -22,19 +26,21 @@ from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
+from django_htmx.middleware import HtmxDetails
 
 from lib.ids import HEX32_PATTERN
 from lib.reputation import GLOBAL_CONTEXT_ID
 
 from . import entries
 from .boards import BoardError, parse_context_id
+from .views.board import board_part
 
 VERSION_TTL_S = 0.5
 # The store holds LLMCHAIN_BOARD_FASTPATH_MB per process; least recently used answers go first. Every
 # view of 21 boards of 100 models (7 sorts x 2 directions, page and JSON) is ~74 MB: below that bound an
 # LRU store thrashes under a uniform mix.
 API_BOARD = re.compile(rf"/api/boards/({HEX32_PATTERN})(?:\.csv)?")
-VARY = (b"hx-request", b"hx-target", b"hx-history-restore-request")
 
 
 def board_context(path: str, query: bytes) -> str | None:
@@ -76,14 +82,15 @@ class BoardResponseCache:
         if not self.enabled or scope["type"] != "http" or scope["method"] != "GET":
             return await self.app(scope, receive, send)
         context = board_context(scope["path"], scope.get("query_string", b""))
-        headers = dict(scope.get("headers") or [])
-        cookie = headers.get(b"cookie", b"")
-        if context is None or settings.SESSION_COOKIE_NAME.encode() + b"=" in cookie:
+        if context is None:
+            return await self.app(scope, receive, send)
+        request = ASGIRequest(scope, io.BytesIO())  # the headers as Django will read them (~5 us)
+        if settings.SESSION_COOKIE_NAME + "=" in request.META.get("HTTP_COOKIE", ""):
             return await self.app(scope, receive, send)
         version = entries.version_key(await self.versions(), context or GLOBAL_CONTEXT_ID)
         if not version:
             return await self.app(scope, receive, send)
-        key = (scope["path"], scope.get("query_string", b""), *(headers.get(h, b"") for h in VARY), version)
+        key = (scope["path"], scope.get("query_string", b""), board_part(HtmxDetails(request)), version)
         hit = self.store.get(key)
         if hit is not None:
             self.hits += 1

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.http import Http404, HttpResponseBadRequest
-from django.shortcuts import render
-
 from apps.chain.models import Context, Interaction, LedgerModel
 from apps.chat.models import RegisteredModel
 from lib.ids import is_hex32
@@ -122,15 +119,3 @@ def model_report(raw_model_id: str) -> ModelReport:
         model_id=model_id, name=name, ledger=ledger, metadata=metadata,
         registered=RegisteredModel.objects.filter(model_id=model_id).first(), contexts=contexts,
         evaluations=[Evaluation(i, names[i.context_id], link_cid(i.evidence_cid)) for i in latest])
-
-
-def model_reputation(request, model_id):
-    """/reputation/<model_id>/: the model's metadata, REP per context with its chart, latest evaluations."""
-    try:
-        report = model_report(model_id)
-    except MalformedModelId as exc:
-        return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
-    except UnknownModel as exc:
-        raise Http404(str(exc)) from exc
-    return render(request, "leaderboard/model.html", {"report": report, "chart_data": report.chart_data(),
-                                                      "latest_max": LATEST_EVALUATIONS})

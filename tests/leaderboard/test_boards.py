@@ -143,6 +143,15 @@ def test_htmx_context_switch_gets_the_board(client, board_data):
     assert "<html" in restore.content.decode(), "a history restore gets the whole page"
 
 
+def test_every_answer_of_the_board_varies_on_the_htmx_headers_it_reads(client, board_data):
+    for headers in ({}, {"HX-Request": "false"}, {"HX-Request": "true", "HX-Target": "board-table"}):
+        response = client.get("/", {"context": CTX}, headers=headers)
+        vary = {h.strip().lower() for h in response["Vary"].split(",")}
+        assert {"hx-request", "hx-target", "hx-history-restore-request"} <= vary
+    page = client.get("/", {"context": CTX}, headers={"HX-Request": "false"}).content.decode()
+    assert "<html" in page, '"HX-Request: false" is not an htmx request'
+
+
 def test_page_errors(client):
     assert client.get("/", {"context": "0xnope"}).status_code == 400
     assert client.get("/", {"context": "0x" + "ee" * 32}).status_code == 404

@@ -74,6 +74,19 @@ async def test_a_repeated_anonymous_read_is_answered_without_django(versions):
     assert inner.calls == 3, "another query or another htmx target is another answer"
 
 
+async def test_the_key_is_the_part_of_the_board_django_serves_not_the_raw_headers(versions):
+    inner = Inner()
+    app = BoardResponseCache(inner, enabled=True)
+    query = f"context={CTX}".encode()
+    await get(app, "/", query)
+    await get(app, "/", query, headers=[(b"hx-request", b"false")])
+    await get(app, "/", query, headers=[(b"hx-request", b"true"), (b"hx-history-restore-request", b"true")])
+    assert inner.calls == 1, "neither HX-Request: false nor a history restore is a fragment: the page"
+    await get(app, "/", query, headers=[(b"hx-request", b"true"), (b"hx-target", b"x"), (b"hx-target", b"board-table")])
+    await get(app, "/", query, headers=[(b"hx-request", b"true"), (b"hx-target", b"board-table")])
+    assert inner.calls == 3, 'Django reads a repeated HX-Target as "x,board-table": that is the board, not the table'
+
+
 async def test_the_answer_moves_with_the_boards_version(versions):
     inner = Inner()
     app = BoardResponseCache(inner, enabled=True)

@@ -11,8 +11,8 @@ from apps.chain.client import ChainError
 from apps.chain.ledger import default_ledger
 from lib.reputation import GLOBAL_CONTEXT_ID
 
-from . import boards
-from .verify import COLUMNS, SiteBoards, VerifyError, cached_chain_boards, check_board
+from .. import boards
+from ..verify import COLUMNS, SiteBoards, VerifyError, cached_chain_boards, check_board
 
 log = logging.getLogger(__name__)
 
