@@ -1,7 +1,7 @@
 """Meta-evaluation of the debates against the experts (seed 003 §3.3, §6, §7): per scenario and
 criterion, how often each single judge and the debate agree with the experts' verdicts.
 
-The same `debates_report()` serves the page (report_views) and `manage.py metaeval debates`.
+The same `debates_report()` serves the page (views.report) and `manage.py metaeval debates`.
 
 - Gold G: the majority of the ExpertVerdicts given on a debate's queue item (any status: an
   answer counts as soon as it is given). A tie among the experts gives no gold; the item is left

@@ -1,11 +1,15 @@
 from django.urls import path
 
-from . import report_views, views
+from . import api
+from .views import metaeval, queue, report
 
 urlpatterns = [
-    path("", views.queue_page, name="annotate"),
-    path("items/<int:pk>/verdict", views.answer, name="annotate-verdict"),
-    path("items/<int:pk>/skip", views.skip, name="annotate-skip"),
-    path("skips/clear", views.clear_skips, name="annotate-clear-skips"),
-    path("report/", report_views.report, name="metaeval-report"),
+    path("annotate/", queue.queue_page, name="annotate"),
+    path("annotate/items/<int:pk>/verdict", queue.answer, name="annotate-verdict"),
+    path("annotate/items/<int:pk>/skip", queue.skip, name="annotate-skip"),
+    path("annotate/skips/clear", queue.clear_skips, name="annotate-clear-skips"),
+    path("annotate/report/", report.report, name="metaeval-report"),
+    path("metaeval/", metaeval.run_list, name="metaeval-runs"),
+    path("metaeval/<int:pk>/", metaeval.run_detail, name="metaeval-run"),
+    path("api/metaeval/<int:pk>", api.MetaEvalRunDetail.as_view(), name="api-metaeval-run"),
 ]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.shortcuts import render
 
-from .queue import agreement_by_scenario
-from .report import DEBATE, debates_report
+from ..queue import agreement_by_scenario
+from ..report import DEBATE, debates_report
 
 
 def report(request):

@@ -10,7 +10,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from . import queue
+from .. import queue
 
 SKIPPED = "annotate_skipped"  # session key: the items this expert skipped in this session
 
