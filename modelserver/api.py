@@ -26,6 +26,7 @@ class ApiError(Exception):
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
 
+@dataclass(frozen=True)
 class ServerConfig:
     model_name: str = DEFAULT_MODEL_NAME
     api_key: str | None = None

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import torch
 
 
+@dataclass(frozen=True)
 class SamplingParams:
     max_tokens: int
     temperature: float = 1.0
