@@ -9,7 +9,6 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.exceptions import ValidationError
 from django.template.loader import render_to_string
-from django.utils.html import escape
 
 from apps.oracle.models import EvaluationJob
 
@@ -80,8 +79,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.send(render_to_string("chat/_turn_start.html", {"i": interaction}))
 
         async def send_piece(piece: str) -> None:
-            await self.send(f'<div hx-swap-oob="beforeend:#answer-text-{interaction.pk}">'
-                            f"<span>{escape(piece)}</span></div>")
+            await self.send(render_to_string("chat/_answer_piece.html", {"i": interaction, "piece": piece}))
 
         await conversations.answer(interaction, self.conversation.model, on_piece=send_piece,
                                    db=database_sync_to_async)

@@ -17,9 +17,10 @@ def get_item(mapping, key):
     return (mapping or {}).get(key, [])
 
 
-SORT_LABELS = {"name": "Model", "r": "R", "ra": "R<sub>a</sub>", "rh": "R<sub>h</sub>", "n_auto": "automatic",
-               "n_human": "human", "block": "last change", "debate_elo": "Debate Elo",
-               "peer_elo": "Peer Elo"}
+# (label, subscript) of each sortable column.
+SORT_LABELS = {"name": ("Model", ""), "r": ("R", ""), "ra": ("R", "a"), "rh": ("R", "h"), "n_auto": ("automatic", ""),
+               "n_human": ("human", ""), "block": ("last change", ""), "debate_elo": ("Debate Elo", ""),
+               "peer_elo": ("Peer Elo", "")}
 
 
 def board_query(context_id: str, sort: str, direction: str) -> str:
@@ -36,15 +37,14 @@ def board_url(board, context_id=None):
 @register.inclusion_tag("leaderboard/_sort_th.html")
 def sort_th(board, key):
     """A sortable column header: clicking it swaps only #board-table; a second click reverses the order."""
-    from django.utils.safestring import mark_safe
-
     from apps.leaderboard.boards import default_direction
     current = board.sort == key
     if current:
         next_dir = "asc" if board.direction == "desc" else "desc"
     else:
         next_dir = default_direction(key)
-    return {"url": board_query(board.context_id, key, next_dir), "label": mark_safe(SORT_LABELS[key]),
+    label, subscript = SORT_LABELS[key]
+    return {"url": board_query(board.context_id, key, next_dir), "label": label, "subscript": subscript,
             "key": key, "aria_sort": ("ascending" if board.direction == "asc" else "descending") if current else "none",
             "current": current, "direction": board.direction}
 
