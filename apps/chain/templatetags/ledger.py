@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from django import template
-from django.utils.html import format_html
 
 from apps.chain.health import chain_health
 
 register = template.Library()
 
 
-@register.simple_tag
-def chain_unreachable(waiting: str) -> str:
+@register.inclusion_tag("chain/_unreachable.html")
+def chain_unreachable(waiting: str) -> dict:
     """Nothing while the node answers; otherwise says that `waiting` is kept and will be sent."""
-    if chain_health()["reachable"]:
-        return ""
-    return format_html('<p class="chain-down" role="status">The chain is unreachable right now; {}.</p>', waiting)
+    return {"reachable": chain_health()["reachable"], "waiting": waiting}
