@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from eth_abi import decode
 from eth_utils import to_checksum_address
 
+from lib.ids import hex32
 from lib.reputation import GLOBAL_CONTEXT, ReputationError, ReputationModel
 
 from .client import from_hex, to_hex
 from .indexer import fetch_all
-from .ledger import Ledger, hex32
+from .ledger import Ledger
 from .models import Reputation
 
 

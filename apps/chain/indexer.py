@@ -28,8 +28,10 @@ from django.conf import settings
 from django.db import transaction
 from django.dispatch import Signal
 
+from lib.ids import hex32
+
 from .client import from_hex, to_hex
-from .ledger import Ledger, hex32
+from .ledger import Ledger
 from .models import (Context, IndexedBlock, IndexerCursor, Interaction, LedgerModel, Registration, Reputation,
                      ReputationChange)
 

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from eth_utils import keccak
 
+from lib.ids import b32
 from lib.reputation import answer_score
 
 from .abi import ContractAbi
@@ -42,21 +43,6 @@ class Deployment:
     def save(self, path: Path) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(asdict(self), indent=2) + "\n")
-
-
-def b32(value: str | bytes) -> bytes:
-    """A bytes32 id from 0x-hex (the outbox keeps ids as hex strings)."""
-    if isinstance(value, bytes):
-        raw = value
-    else:
-        raw = bytes.fromhex(value[2:] if value.startswith("0x") else value)
-    if len(raw) != 32:
-        raise ValueError(f"expected 32 bytes, got {len(raw)}")
-    return raw
-
-
-def hex32(value: bytes) -> str:
-    return "0x" + bytes(value).hex()
 
 
 @dataclass(frozen=True)
