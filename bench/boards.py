@@ -62,6 +62,7 @@ from apps.leaderboard import boards, entries
 from apps.leaderboard.api import board_data
 from apps.leaderboard.models import BoardEntry
 from lib import records
+from lib.ids import hex32
 from lib.reputation import GLOBAL_CONTEXT, GLOBAL_CONTEXT_ID, WAD, ReputationModel, minutes_since
 
 from .common import BenchError, Out, manage_py, percentile
@@ -122,10 +123,6 @@ def schema() -> list[str]:
 
 def synthetic_id(kind: str, index: int) -> bytes:
     return hashlib.sha256(f"llmchain-bench-boards:{kind}:{index}".encode()).digest()
-
-
-def hex32(b: bytes) -> str:
-    return "0x" + b.hex()
 
 
 def context_ids(contexts: int) -> list[str]:
