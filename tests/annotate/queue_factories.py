@@ -1,19 +1,8 @@
-"""Personas and disagreements for the expert-queue tests: erin and frank the experts, alice the
-user (no expert role)."""
+"""Disagreements for the expert-queue tests (the experts are tests.personas.expert: erin, frank)."""
 
 from __future__ import annotations
 
 from apps.annotate.models import Debate, DebateTurn, QueueItem
-from apps.chat.models import Profile
-from tests.chat.factories import PASSWORD, user
-
-__all__ = ["PASSWORD", "expert", "disagreement", "user"]
-
-
-def expert(name: str = "erin"):
-    account = user(name)
-    Profile.objects.filter(user=account).update(is_expert=True)
-    return account
 
 
 def disagreement(n: int = 1, *, scenario: str = "coding", criterion: str = "helpfulness", required: int = 1,

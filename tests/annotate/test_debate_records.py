@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.annotate.models import Debate, DebateTurn, ExpertVerdict, QueueItem
+from tests.personas import user
 
 pytestmark = pytest.mark.django_db
 
@@ -23,12 +23,12 @@ def disagreement() -> QueueItem:
 
 @pytest.fixture
 def alice():
-    return get_user_model().objects.create_user("alice", password="a long enough passphrase")
+    return user("alice")
 
 
 @pytest.fixture
 def bob():
-    return get_user_model().objects.create_user("bob", password="a long enough passphrase")
+    return user("bob")
 
 
 def test_each_expert_gives_one_verdict_per_item_and_several_experts_may_answer(disagreement, alice, bob):

@@ -7,12 +7,12 @@ import itertools
 import json
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.urls import reverse
 
 from apps.annotate.models import Debate, DebateTurn, ExpertVerdict, QueueItem
 from apps.annotate.report import debates_report
+from tests.personas import expert
 
 pytestmark = pytest.mark.django_db
 JUDGES = ("gpt-4-turbo", "claude-2")
@@ -38,8 +38,7 @@ def debate(judges: dict[str, int | None], consensus: int | None = None, *, scena
 
 
 def answer(item: QueueItem, verdict: int) -> ExpertVerdict:
-    expert = get_user_model().objects.create_user(f"expert{next(_keys)}", password="a long enough passphrase")
-    return ExpertVerdict.objects.create(item=item, expert=expert, verdict=verdict)
+    return ExpertVerdict.objects.create(item=item, expert=expert(f"expert{next(_keys)}"), verdict=verdict)
 
 
 def run() -> tuple[str, dict]:

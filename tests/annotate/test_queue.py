@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from apps.annotate import queue
 from apps.annotate.models import ExpertVerdict, QueueItem
-from tests.annotate.queue_factories import disagreement, expert, user
+from tests.annotate.queue_factories import disagreement
+from tests.personas import expert, user
 
 pytestmark = pytest.mark.django_db
 

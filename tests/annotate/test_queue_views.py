@@ -9,7 +9,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.annotate.models import ExpertVerdict, QueueItem
-from tests.annotate.queue_factories import PASSWORD, disagreement, expert, user
+from tests.annotate.queue_factories import disagreement
+from tests.personas import PASSWORD, expert, user
 
 pytestmark = pytest.mark.django_db
 QUEUE = "/annotate/"

@@ -12,10 +12,11 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import expect
 
 from apps.chain.models import Context, OutboxItem
-from apps.chat.accounts import profile_of, sign_up
+from apps.chat.accounts import profile_of
 from apps.chat.registry import ModelFields, register_model
 from apps.chat.replay import import_mtbench
-from tests.chat.factories import PASSWORD, developer, write_mtbench
+from tests.chat.factories import write_mtbench
+from tests.personas import PASSWORD, developer, user
 
 pytestmark = [pytest.mark.browser, pytest.mark.chain, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -195,7 +196,7 @@ def fill_model_form(page, *, name: str, endpoint_url: str) -> None:
 
 
 def test_a_developer_registers_a_model_and_it_reaches_the_chain(site, page, shot):
-    dev = sign_up("devon", PASSWORD, role="developer")
+    dev = developer("devon")
     address = profile_of(dev).address
     site.wait("the developer's registration on-chain", lambda: OutboxItem.objects.filter(
         key=f"register:{address}", status="confirmed").exists(), 60)
@@ -253,7 +254,7 @@ def test_only_developers_may_register_models(site, page, shot):
 # --- accounts ------------------------------------------------------------------------------------
 
 def test_log_in_and_log_out(site, page, shot):
-    sign_up("carol", PASSWORD)
+    user("carol")
 
     page.goto("/chat/")
     expect(page).to_have_url(re.compile(r"/login/\?next=/chat/$"))  # chatting needs an account

@@ -10,7 +10,8 @@ import pytest
 from playwright.sync_api import expect
 
 from apps.annotate.models import ExpertVerdict, QueueItem
-from tests.annotate.queue_factories import disagreement, expert
+from tests.annotate.queue_factories import disagreement
+from tests.personas import expert
 
 from .test_chat_in_browser import log_in
 

@@ -20,7 +20,7 @@ from playwright.sync_api import expect
 
 from apps.annotate.models import Debate, ExpertVerdict, QueueItem
 from apps.annotate.report import debates_report
-from tests.annotate.queue_factories import expert
+from tests.personas import expert
 
 from .test_chat_in_browser import log_in
 

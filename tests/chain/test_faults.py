@@ -32,7 +32,7 @@ from django.db import connection
 from django.utils import timezone
 
 from apps.chain.audit import all_events
-from apps.chain.client import ChainClient, account_from_key
+from apps.chain.client import ChainClient, ChainError, account_from_key
 from apps.chain.deploy import deploy, grant_role
 from apps.chain.demo import context_id
 from apps.chain.keys import admin_address
@@ -41,11 +41,11 @@ from apps.chain.models import ChainTransaction, Context, IndexerCursor, OutboxIt
 from apps.chain.models import Interaction as LedgerInteraction
 from apps.chain.node import DEV_KEYS, AnvilNode, free_port
 from apps.chain import outbox
-from apps.chat.accounts import sign_up
 from apps.chat.models import Interaction, Rating, RegisteredModel
 from apps.chat.replay import import_mtbench
 from apps.oracle.models import EvaluationJob
 from tests.chat.factories import write_mtbench
+from tests.personas import PASSWORD, user
 
 from .conftest import database_url
 from .stack import LogWatch, Service, Unwritable
@@ -56,7 +56,6 @@ SEEDS = [1601, 1602, 1603]
 LOAD_S = 40  # the load and every fault start within this window
 CHATS = 24
 DRAIN_TIMEOUT_S = 90
-PASSWORD = "a long enough passphrase"
 USERS = ["alice", "bob", "carol"]
 MODELS = ["alpha-7b", "beta-13b", "gamma-3b", "delta-30b"]
 REPLAYED = "delta-30b"  # `replay mtbench --models delta-30b --turns 1`: one interaction per question
@@ -218,13 +217,16 @@ class Stack:
         self.ledger = Ledger(client, deployment)
         s = self.settings
         s.LLMCHAIN_RPC_URL, s.LLMCHAIN_DEPLOYMENT, s.LLMCHAIN_ORACLE_KEY = self.node.url, self.deployment_file, DEV_KEYS[1]
-        s.LLMCHAIN_IPFS_BACKEND, s.LLMCHAIN_IPFS_DIR = "local", self.ipfs
+        s.LLMCHAIN_IPFS_BACKEND, s.LLMCHAIN_IPFS_DIR, s.LLMCHAIN_FINALITY = "local", self.ipfs, "auto"
         self.env = {**os.environ, "DATABASE_URL": database_url(), "LLMCHAIN_RPC_URL": self.node.url,
                     "LLMCHAIN_DEPLOYMENT": str(self.deployment_file), "LLMCHAIN_ORACLE_KEY": DEV_KEYS[1],
                     "LLMCHAIN_IPFS_BACKEND": "local", "LLMCHAIN_IPFS_DIR": str(self.ipfs),
                     # Leases short enough that a killed worker's jobs and lanes pass to its successor
                     # within seconds (the defaults, 120 s and 30 s, would make each kill cost that).
                     "LLMCHAIN_ORACLE_LEASE_S": "5", "LLMCHAIN_LEASE_S": "5", "LLMCHAIN_RESEND_AFTER_S": "5",
+                    # A local anvil's own finality depth (tests/conftest.py sets "0" for the other tests):
+                    # with "0", a call would be confirmed in a block that a crash of the node loses.
+                    "LLMCHAIN_FINALITY": "auto",
                     "PYTHONUNBUFFERED": "1"}
         manage = [sys.executable, "manage.py"]
         self.services = {
@@ -292,6 +294,7 @@ class Faults:
         self.seq = len(schedule)
         self.armed: tuple[dict, float, object] | None = None  # fault, since (monotonic), since (db time)
         self.log: list[dict] = []
+        self.heads: dict[int, int | None] = {}  # the node's head when a fault killed it
         self.last_fault_end = 0.0
 
     def push(self, at: float, what: str, fault: dict) -> None:
@@ -326,9 +329,7 @@ class Faults:
             elif kind == "node-after-receipt":
                 self.armed = (fault, time.monotonic(), timezone.now())
             else:
-                self.stack.node.kill()
-                self._record(fault, now, down_s=fault["down_s"])
-                self.push(now + fault["down_s"], "end", fault)
+                self._kill_node(fault, now)
         elif kind.startswith("kill-"):
             service = self.stack.services[kind.split("-")[1]]
             if not service.running:
@@ -349,21 +350,36 @@ class Faults:
         waited = time.monotonic() - since
         if tx is None and waited < self.RECEIPT_WAIT_S:
             return
-        self.stack.node.kill()
         self.armed = None
-        extra = {"down_s": fault["down_s"], "armed_s": round(waited, 2)}
+        extra = {"armed_s": round(waited, 2)}
         if tx is None:
             extra["receipt"] = f"none within {self.RECEIPT_WAIT_S} s"
         else:
             extra["receipt"] = f"{tx['function']} nonce {tx['nonce']} block {tx['block_number']} ({tx['status']})"
-            extra["ms_after_receipt"] = round((timezone.now() - tx["mined_at"]).total_seconds() * 1000)
-        self._record(fault, now, **extra)
+        self._kill_node(fault, now, receipt_at=tx and tx["mined_at"], **extra)
+
+    def _kill_node(self, fault: dict, now: float, receipt_at=None, **extra) -> None:
+        """kill -9 of the node; the head it had is noted, to count the blocks its restart loses."""
+        try:
+            head = self.stack.ledger.client.block_number()
+        except ChainError:
+            head = None
+        self.stack.node.kill()
+        if receipt_at is not None:
+            extra["ms_after_receipt"] = round((timezone.now() - receipt_at).total_seconds() * 1000)
+        self.heads[id(fault)] = head
+        self._record(fault, now, down_s=fault["down_s"], head=head, **extra)
         self.push(now + fault["down_s"], "end", fault)
 
     def _end(self, fault: dict, now: float) -> None:
         kind = fault["kind"]
         if kind.startswith("node-"):
             self.stack.node.start()  # the same port, the same state file
+            head, restarted = self.heads.pop(id(fault)), self.stack.ledger.client.block_number()
+            record = next(r for r in reversed(self.log) if r["kind"] == kind)
+            record["restarted_at_block"] = restarted
+            if head is not None:
+                record["blocks_lost"] = max(0, head - restarted)
         elif kind.startswith("kill-"):
             self.stack.services[kind.split("-")[1]].start()
         elif kind == "evidence-unwritable":
@@ -400,8 +416,9 @@ def left_to_drain(load: Load) -> dict[str, int]:
     return {k: v for k, v in left.items() if v}
 
 
-def run_seed(seed: int, tmp: Path, settings) -> tuple[dict, list[str]]:
-    schedule = fault_schedule(seed)
+def run_seed(seed: int, tmp: Path, settings, schedule: list[dict] | None = None) -> tuple[dict, list[str]]:
+    """One run: the stack, the load and the faults of `seed` (or `schedule`); its summary and what went wrong."""
+    schedule = fault_schedule(seed) if schedule is None else schedule
     print(f"\nFAULT SCHEDULE seed={seed} {json.dumps(schedule)}", flush=True)
     started = time.monotonic()
     stack = Stack(tmp, settings)
@@ -417,7 +434,7 @@ def run_seed(seed: int, tmp: Path, settings) -> tuple[dict, list[str]]:
         root = mtbench(tmp / "mt_bench")
         import_mtbench(root, contexts=[writing], progress=lambda _: None)
         for name in USERS:
-            sign_up(name, PASSWORD)
+            user(name)
         stack.start_site()
         tokens = {u: httpx.post(stack.site_url + "/api/token", json={"username": u, "password": PASSWORD},
                                 timeout=30, trust_env=False).json()["token"] for u in USERS}
@@ -494,7 +511,7 @@ def run_seed(seed: int, tmp: Path, settings) -> tuple[dict, list[str]]:
                 problems.append(f"{name}'s log repeated a line {n} times in one second (limit {MAX_REPEATS[name]}), "
                                 f"second {second}: {line[:200]}")
         summary = {
-            "seed": seed, "db": connection.vendor,
+            "seed": seed, "db": connection.vendor, "finality": getattr(settings, "LLMCHAIN_FINALITY", None),
             "schedule": faults.log,
             "interactions": len(interactions), "chats": len(load.interactions),
             "replayed": len(interactions) - len(load.interactions),

@@ -1,5 +1,5 @@
-"""Named personas and a few contexts for chat tests: alice the user, dave the developer,
-mallory the outsider; contexts as the indexer would have written them."""
+"""Contexts as the indexer would have written them, and MT-Bench folders as the replay import reads
+them (the people are in tests/personas.py)."""
 
 from __future__ import annotations
 
@@ -8,22 +8,11 @@ from pathlib import Path
 
 from apps.chain.demo import context_id
 from apps.chain.models import Context
-from apps.chat.accounts import sign_up
-
-PASSWORD = "a long enough passphrase"
 
 
 def make_contexts(*names: str) -> list[Context]:
     return [Context.objects.get_or_create(context_id=context_id(n), defaults={"name": n, "block_number": 1})[0]
             for n in names]
-
-
-def developer(name: str = "dave"):
-    return sign_up(name, PASSWORD, role="developer")
-
-
-def user(name: str = "alice"):
-    return sign_up(name, PASSWORD)
 
 
 def write_mtbench(root: Path, questions: dict[int, tuple[str, list[str]]],

@@ -16,8 +16,9 @@ from apps.chat.providers import decrypt_api_key
 from apps.chat.registry import ModelFields, register_model
 from apps.chat.replay import import_mtbench
 from apps.oracle.models import EvaluationJob
+from tests.personas import PASSWORD, developer, outsider, user
 
-from .factories import PASSWORD, developer, make_contexts, user, write_mtbench
+from .factories import make_contexts, write_mtbench
 
 pytestmark = pytest.mark.django_db
 
@@ -145,7 +146,7 @@ def test_the_domain_s_messages_come_back_as_they_are(dave, tiny):
 
 def test_only_developers_register_models(contexts):
     before = counts()
-    response = as_user(user("mallory")).post("/api/models", registration(), format="json")
+    response = as_user(outsider()).post("/api/models", registration(), format="json")
     assert response.status_code == 403
     assert "developer role" in response.json()["detail"]
     assert APIClient().post("/api/models", registration(), format="json").status_code == 401
@@ -153,7 +154,7 @@ def test_only_developers_register_models(contexts):
 
 
 def test_only_the_owner_takes_a_model_offline_and_back(dave, tiny):
-    mallory = as_user(user("mallory"))
+    mallory = as_user(outsider())
     response = mallory.patch(f"/api/models/{tiny.pk}", {"enabled": False}, format="json")
     assert response.status_code == 403 and "owner" in response.json()["detail"]
     assert APIClient().patch(f"/api/models/{tiny.pk}", {"enabled": False}, format="json").status_code == 401
@@ -218,7 +219,7 @@ def test_users_never_see_each_other_s_conversations(replay_model, contexts):
     conv = alice.post("/api/conversations", {"model": replay_model.pk, "context": contexts[0].context_id},
                       format="json").json()["id"]
     interaction = alice.post(f"/api/conversations/{conv}/messages", {"prompt": QUESTION}, format="json").json()["id"]
-    mallory = as_user(user("mallory"))
+    mallory = as_user(outsider())
     assert mallory.get("/api/conversations").json() == []
     assert mallory.get(f"/api/conversations/{conv}").status_code == 404
     assert mallory.post(f"/api/conversations/{conv}/messages", {"prompt": QUESTION}, format="json").status_code == 404

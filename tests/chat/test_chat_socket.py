@@ -12,8 +12,9 @@ from apps.chat.models import Interaction
 from apps.chat.providers import REPLAY_REFUSAL
 from apps.chat.replay import import_mtbench
 from apps.oracle.models import EvaluationJob
+from tests.personas import outsider, user
 
-from .factories import make_contexts, user, write_mtbench
+from .factories import make_contexts, write_mtbench
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -91,7 +92,7 @@ async def test_empty_prompts_and_strangers_are_refused(replay_model):
     from asgiref.sync import sync_to_async
     model, writing = replay_model
     alice = await sync_to_async(user)("alice")
-    mallory = await sync_to_async(user)("mallory")
+    mallory = await sync_to_async(outsider)()
     conversation = await sync_to_async(start_conversation)(alice, model, writing)
     frames = await ask(conversation, alice, "   ")
     assert "Write a message first" in frames[-1]

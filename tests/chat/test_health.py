@@ -9,8 +9,9 @@ import pytest
 from apps.chat.health import run_checks, running_models
 from apps.chat.models import RegisteredModel
 from apps.chat.registry import ModelFields, register_model
+from tests.personas import developer
 
-from .factories import developer, make_contexts
+from .factories import make_contexts
 
 pytestmark = pytest.mark.django_db
 

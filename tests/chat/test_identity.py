@@ -12,8 +12,7 @@ from apps.chat.models import RegisteredModel
 from apps.chat.providers import decrypt_api_key
 from apps.chat.registry import ModelFields, register_model
 from ops.keys import rekey
-
-from .factories import developer, user
+from tests.personas import developer, user
 
 pytestmark = pytest.mark.django_db
 

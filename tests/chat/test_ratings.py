@@ -13,8 +13,9 @@ from apps.chat.models import Rating
 from apps.chat.ratings import queue_waiting, submit_rating
 from apps.chat.registry import ModelFields, register_model
 from apps.oracle.models import EvaluationJob
+from tests.personas import developer, outsider, user
 
-from .factories import developer, make_contexts, user
+from .factories import make_contexts
 
 pytestmark = pytest.mark.django_db
 
@@ -90,7 +91,7 @@ def test_a_second_rating_is_refused(answered):
 
 def test_nobody_else_can_rate_an_interaction(answered, client):
     alice, interaction = answered
-    mallory = user("mallory")
+    mallory = outsider()
     with pytest.raises(PermissionError):
         submit_rating(mallory, interaction, GOOD)
     client.force_login(mallory)
@@ -141,7 +142,7 @@ def test_the_api_takes_one_rating_and_reports_its_progress(answered):
     assert ok.status_code == 201 and ok.json()["status"] == "waiting" and ok.json()["hum_tx"] is None
     assert api.post(url, {k: int(v) for k, v in GOOD.items()}, format="json").status_code == 400
     assert api.get(url).json()["reliability"] == 4
-    mallory = user("mallory")
+    mallory = outsider()
     api.force_authenticate(mallory)
     assert api.post(url, {k: int(v) for k, v in GOOD.items()}, format="json").status_code == 404
     assert Rating.objects.count() == 1

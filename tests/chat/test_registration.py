@@ -10,8 +10,9 @@ from apps.chat.providers import decrypt_api_key
 from apps.chat.registry import ModelFields, register_model
 from lib import records
 from lib.cid import parse
+from tests.personas import developer, outsider, user
 
-from .factories import developer, make_contexts, user
+from .factories import make_contexts
 
 pytestmark = pytest.mark.django_db
 
@@ -81,13 +82,13 @@ def test_a_duplicate_name_is_refused_whatever_its_case():
 
 def test_a_user_without_the_developer_role_cannot_register():
     with pytest.raises(PermissionError, match="developer role"):
-        register_model(user("mallory"), fields())
+        register_model(outsider(), fields())
     assert not RegisteredModel.objects.exists()
     assert not OutboxItem.objects.filter(function="addModel").exists()
 
 
 def test_the_registration_page_shows_errors_and_refuses_non_developers(client):
-    mallory = user("mallory")
+    mallory = outsider()
     client.force_login(mallory)
     assert client.get("/models/new").status_code == 403
     assert client.post("/models/new", {"name": "x"}).status_code == 403
@@ -106,7 +107,7 @@ def test_the_registration_page_shows_errors_and_refuses_non_developers(client):
 def test_an_owner_takes_a_model_offline_and_back_and_nobody_else_can(client):
     dave = developer()
     model = register_model(dave, fields())
-    client.force_login(user("mallory"))
+    client.force_login(outsider())
     assert client.post(f"/models/{model.pk}/enabled", {"enabled": "0"}).status_code == 403
     client.force_login(dave)
     client.post(f"/models/{model.pk}/enabled", {"enabled": "0"})

@@ -15,8 +15,7 @@ from apps.chat import roles
 from apps.chat.models import Profile, RegisteredModel
 from apps.chat.accounts import registration_of
 from tests.chain.conftest import drain, ledger, ledger_node, rand_id  # noqa: F401 (fixtures)
-
-from .factories import developer, user
+from tests.personas import developer, user
 
 pytestmark = pytest.mark.django_db
 

@@ -3,8 +3,9 @@
 import pytest
 
 from apps.chat.suggest import suggest
+from tests.personas import user
 
-from .factories import make_contexts, user
+from .factories import make_contexts
 
 pytestmark = pytest.mark.django_db
 

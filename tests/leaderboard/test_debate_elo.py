@@ -14,8 +14,8 @@ from apps.annotate.outcomes import context_outcomes, debate_ratings, outcome
 from apps.chain.models import Context
 from apps.leaderboard import boards, entries
 from lib.pairwise import Outcome, bradley_terry
-from tests.annotate.queue_factories import expert
 from tests.leaderboard.test_boards import CTX, GLOBAL, mid, rep
+from tests.personas import expert
 
 pytestmark = pytest.mark.django_db
 OTHER = "0x" + "cd" * 32

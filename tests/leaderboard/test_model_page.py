@@ -5,7 +5,6 @@ import json
 import re
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from apps.chain.evidence import default_store
 from apps.chain.models import Context, Interaction, LedgerModel
@@ -13,6 +12,7 @@ from apps.chat.models import RegisteredModel
 from apps.leaderboard.models import BoardEntry
 from lib import records
 from lib.cid import cid_for
+from tests.personas import user
 
 pytestmark = pytest.mark.django_db
 
@@ -239,7 +239,7 @@ def test_only_the_latest_twenty_evaluations_are_listed(client, model):
 
 
 def test_the_chat_model_page_and_this_page_link_each_other(client, model):
-    owner = get_user_model().objects.create_user("alice")
+    owner = user()
     registered = RegisteredModel.objects.create(owner=owner, name="lighthouse-7b", provider="Harbour Labs",
                                                 model_id=MODEL, metadata_cid=model)
     html = get(client).content.decode()

@@ -9,12 +9,12 @@ from apps.chain import indexer, outbox
 from apps.chain.demo import context_id
 from apps.chain.keys import admin_address
 from apps.chain.submitter import Submitter
-from apps.chat.accounts import sign_up
 from apps.chat.conversations import begin_interaction, finish_interaction, start_conversation
 from apps.chat.models import RegisteredModel
 from apps.chat.replay import import_mtbench
 from tests.chat.factories import write_mtbench
 from tests.chain.conftest import database_url, drain, ledger, ledger_node  # noqa: F401  (fixtures)
+from tests.personas import user
 
 QUESTIONS = [
     (1, "Write a short poem about the sea.", ["The sea is wide and blue, it sings to me and you.",
@@ -47,7 +47,7 @@ def replay_world(ledger, settings, tmp_path):  # noqa: F811
     from apps.chain.models import Context
     writing = Context.objects.get(context_id=context_id("writing"))
     import_mtbench(root, contexts=[writing], progress=lambda _: None)
-    alice = sign_up("alice", "a long enough passphrase")
+    alice = user()
     drain(submitter)
     indexer.index_until_head(ledger)
     return {"ledger": ledger, "submitter": submitter, "writing": writing, "alice": alice, "root": root,

@@ -23,8 +23,8 @@ from apps.chat.registry import ModelFields, register_model
 from apps.leaderboard import entries
 from apps.oracle import debates
 from apps.oracle.models import DebateJob, EvaluationJob
-from tests.annotate.queue_factories import expert
-from tests.chat.factories import developer, make_contexts, user
+from tests.chat.factories import make_contexts
+from tests.personas import developer, expert, user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -20,7 +20,7 @@ from apps.oracle.models import GEvalSteps
 from lib import geval
 from lib.evaluators import EvaluatorError, get_evaluator
 from lib.metrics import MetricError, get_metric
-from tests.chat.factories import developer
+from tests.personas import developer
 
 pytestmark = pytest.mark.django_db
 

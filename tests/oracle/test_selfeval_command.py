@@ -10,7 +10,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from apps.chat.models import Conversation, Interaction, RegisteredModel
-from tests.chat.factories import developer, make_contexts, user
+from tests.chat.factories import make_contexts
+from tests.personas import developer, user
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
