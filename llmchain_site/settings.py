@@ -215,6 +215,10 @@ LLMCHAIN_HEALTH_INTERVAL_S = float(os.environ.get("LLMCHAIN_HEALTH_INTERVAL_S", 
 LLMCHAIN_ANSWER_MAX_TOKENS = int(os.environ.get("LLMCHAIN_ANSWER_MAX_TOKENS", "256"))
 # The built-in model server `make run` starts (python manage.py serve_model).
 LLMCHAIN_BUILTIN_MODEL_URL = os.environ.get("LLMCHAIN_BUILTIN_MODEL_URL", "http://127.0.0.1:8100/v1")
+# Where serve_model keeps the built-in model once converted; empty: var/models/<the model's name>.
+LLMCHAIN_MODEL_CACHE = os.environ.get("LLMCHAIN_MODEL_CACHE", "")
+# The key serve_model requires as `Authorization: Bearer` (its --api-key); empty: none.
+LLMCHAIN_MODEL_API_KEY = os.environ.get("LLMCHAIN_MODEL_API_KEY", "")
 # Where `make run` finds the MT-Bench data it imports as replay models (skipped when absent).
 LLMCHAIN_MTBENCH_DIR = Path(os.environ.get("LLMCHAIN_MTBENCH_DIR", BASE_DIR.parent / "shared" / "data" / "mt_bench"))
 

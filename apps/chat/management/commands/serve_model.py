@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import threading
 from pathlib import Path
@@ -19,7 +18,7 @@ from modelserver.server import ModelServer
 
 def default_cache_dir() -> Path:
     """The converted model's cache: LLMCHAIN_MODEL_CACHE, else var/models/ (never committed)."""
-    return Path(os.environ.get("LLMCHAIN_MODEL_CACHE") or settings.VAR_DIR / "models" / DEFAULT_MODEL_NAME)
+    return Path(settings.LLMCHAIN_MODEL_CACHE or settings.VAR_DIR / "models" / DEFAULT_MODEL_NAME)
 
 
 class Command(BaseCommand):
@@ -29,7 +28,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8100, help="0 picks a free port (the URL is printed)")
-        parser.add_argument("--api-key", default=os.environ.get("LLMCHAIN_MODEL_API_KEY"),
+        parser.add_argument("--api-key", default=settings.LLMCHAIN_MODEL_API_KEY,
                             help="require 'Authorization: Bearer KEY' (default: LLMCHAIN_MODEL_API_KEY)")
         parser.add_argument("--model-name", default=DEFAULT_MODEL_NAME, help="the id clients send as 'model'")
         parser.add_argument("--cache-dir", type=Path, default=None,
