@@ -19,17 +19,19 @@ from eth_utils import to_checksum_address
 from hexbytes import HexBytes
 from web3 import Web3
 
+from lib.errors import ServiceError
 
-class ChainError(Exception):
-    """Base of every chain failure. `retryable` says whether the same call may later succeed."""
 
-    retryable = False
+class ChainError(ServiceError):
+    """Base of every chain failure. `permanent` says whether the same call can never succeed."""
+
+    permanent = True
 
 
 class ChainUnavailable(ChainError):
     """The node could not be reached or answered with a server error."""
 
-    retryable = True
+    permanent = False
 
 
 class RpcError(ChainError):
@@ -45,9 +47,9 @@ class RpcError(ChainError):
                  "insufficient funds")
 
     @property
-    def retryable(self) -> bool:  # type: ignore[override]
+    def permanent(self) -> bool:  # type: ignore[override]
         text = self.message.lower()
-        return any(t in text for t in self.TRANSIENT)
+        return not any(t in text for t in self.TRANSIENT)
 
     @property
     def already_known(self) -> bool:

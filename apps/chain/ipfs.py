@@ -13,9 +13,10 @@ import time
 import httpx
 
 from lib import cid as cids
+from lib.errors import ServiceError
 
 
-class IpfsError(RuntimeError):
+class IpfsError(ServiceError, RuntimeError):
     """An IPFS call failed; `permanent` says whether retrying can help."""
 
     permanent = True

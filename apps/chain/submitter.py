@@ -33,6 +33,8 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from lib.errors import is_permanent
+
 from .client import ChainError, RpcError, SignedTx, from_hex, to_hex
 from .keys import KeyError_, account_for
 from .ledger import CALLS, Ledger
@@ -421,12 +423,12 @@ class Submitter:
             log.warning("nonce %d of %s was taken by another transaction; re-queued its calls",
                         tx.nonce, tx.sender.address)
             return
-        retryable = getattr(err, "retryable", False)
+        permanent = is_permanent(err)
         attempts = tx.attempts + 1
-        if retryable or attempts < self.max_attempts:
+        if not permanent or attempts < self.max_attempts:
             ChainTransaction.objects.filter(pk=tx.pk).update(attempts=attempts, last_error=str(err),
                                                              next_send_at=timezone.now() + self._backoff(attempts))
-            if not retryable:
+            if permanent:
                 self._resign(tx, fail_items=False, error=str(err))
             return
         log.error("node keeps refusing %s: %s; its calls fail and a no-op fills nonce %d", tx, err, tx.nonce)

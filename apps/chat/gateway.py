@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from lib.errors import ServiceError
+
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=60.0, write=10.0, pool=5.0)
 
 
-class GatewayError(RuntimeError):
+class GatewayError(ServiceError, RuntimeError):
     """A model endpoint failed; `permanent` says whether a retry could help."""
 
     permanent = False
