@@ -29,7 +29,9 @@ run: install
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py up
 
+# lint-imports first: an import against the apps' layers (pyproject.toml) fails the run at once.
 test: install
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench-chain: install

@@ -15,7 +15,7 @@ from pathlib import Path
 from django.db import transaction
 
 from apps.chain.models import Context
-from apps.leaderboard import entries
+from apps.chain.signals import boards_changed
 from lib.metaeval import CORRELATIONS
 from lib.reputation import GLOBAL_CONTEXT_ID
 
@@ -102,7 +102,7 @@ def record_run(kind: str, result: dict, source: str, *, context_id: str = "", la
         run.result = {**result, "run": run.pk}
         run.save(update_fields=["result"])
         if context_id:
-            transaction.on_commit(lambda: entries.bump({context_id}))
+            boards_changed.send(sender=MetaEvalRun, contexts={context_id})
     return run
 
 

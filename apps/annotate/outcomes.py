@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from django.db import transaction
 from django.db.models import F
 
-from apps.leaderboard import entries
+from apps.chain.signals import boards_changed
 from lib.metaeval import FIRST, NEITHER, SECOND, majority
 from lib.pairwise import Outcome, bradley_terry, records
 from lib.reputation import GLOBAL_CONTEXT_ID
@@ -74,4 +73,4 @@ def outcome_settled(context_id: str) -> None:
     once the transaction commits, the boards it changes (its context's and the global one) get new
     versions, so their caches re-render."""
     if context_id:
-        transaction.on_commit(lambda: entries.bump({context_id, GLOBAL_CONTEXT_ID}))
+        boards_changed.send(sender=outcome_settled, contexts={context_id, GLOBAL_CONTEXT_ID})

@@ -10,10 +10,9 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.exceptions import ValidationError
 from django.template.loader import render_to_string
 
-from apps.oracle.models import EvaluationJob
 
 from . import conversations
-from .models import Conversation
+from .models import Conversation, Interaction
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -38,14 +37,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     @database_sync_to_async
     def _evaluation_states(self) -> dict:
-        return {pk: (status, updated) for pk, status, updated in EvaluationJob.objects.filter(
-            interaction__conversation=self.conversation).values_list("interaction_id", "status", "updated_at")}
+        # The oracle's job of each interaction, through its reverse relation (`evaluation`): chat does
+        # not import the oracle, which is built on it.
+        return {pk: (status, updated) for pk, status, updated in Interaction.objects.filter(
+            conversation=self.conversation, evaluation__isnull=False).values_list(
+            "pk", "evaluation__status", "evaluation__updated_at")}
 
     @database_sync_to_async
     def _render_evaluation(self, interaction_pk: int) -> str:
-        job = EvaluationJob.objects.select_related("interaction", "outbox_item__transaction").get(
-            interaction_id=interaction_pk)
-        return render_to_string("chat/_evaluation_oob.html", {"i": job.interaction, "job": job})
+        interaction = Interaction.objects.select_related("evaluation__outbox_item__transaction").get(pk=interaction_pk)
+        return render_to_string("chat/_evaluation_oob.html", {"i": interaction, "job": interaction.evaluation})
 
     async def _watch(self, every: float = 1.0):
         while True:

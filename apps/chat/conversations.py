@@ -6,8 +6,7 @@ import asyncio
 import secrets
 from collections.abc import Awaitable, Callable
 
-from asgiref.sync import async_to_sync, sync_to_async
-from channels.layers import get_channel_layer
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -15,12 +14,12 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from apps.chain.models import Context
-from apps.oracle.models import EvaluationJob
 from lib.ids import hex32
 
 from .gateway import Gateway, GatewayError
 from .health import running_models
 from .models import Conversation, Interaction, RegisteredModel
+from .signals import interaction_finished
 from .providers import stream_answer
 
 MAX_PROMPT = 8000
@@ -77,30 +76,16 @@ def answered_first_turns(context: Context | None = None) -> QuerySet:
     return turns.order_by("created_at", "id")
 
 
-def finish_interaction(interaction: Interaction, answer: str,
-                       reference_pool: str = EvaluationJob.Pool.RUNNING) -> EvaluationJob:
-    """Save the answer and, in the same transaction, the oracle's evaluation job."""
+def finish_interaction(interaction: Interaction, answer: str, reference_pool: str = "running") -> None:
+    """Save the answer and, in the same transaction, whatever the apps built on chat keep with it (the
+    oracle's evaluation job, through `interaction_finished`)."""
     now = timezone.now()
     with transaction.atomic():
         Interaction.objects.filter(pk=interaction.pk).update(
             answer=answer, status=Interaction.Status.DONE, finished_at=now)
         Conversation.objects.filter(pk=interaction.conversation_id).update(updated_at=now)
-        job, _ = EvaluationJob.objects.get_or_create(interaction=interaction,
-                                                     defaults={"reference_pool": reference_pool})
-        transaction.on_commit(wake_oracle)
-    interaction.answer, interaction.status, interaction.finished_at = answer, Interaction.Status.DONE, now
-    return job
-
-
-def wake_oracle() -> None:
-    """Best-effort: a lost wake-up only delays the job until the worker's next poll."""
-    layer = get_channel_layer()
-    if layer is None or not settings.REDIS_URL:  # the in-memory layer has no other process to wake
-        return
-    try:
-        async_to_sync(layer.send)("oracle-jobs", {"type": "job.created"})
-    except Exception:  # noqa: BLE001 - a full channel or a Redis hiccup must not fail the answer
-        pass
+        interaction.answer, interaction.status, interaction.finished_at = answer, Interaction.Status.DONE, now
+        interaction_finished.send(sender=Interaction, interaction=interaction, reference_pool=reference_pool)
 
 
 def fail_interaction(interaction: Interaction, error: str, partial: str = "") -> None:

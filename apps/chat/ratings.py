@@ -60,10 +60,9 @@ def submit_rating(user, interaction: Interaction, answers: dict) -> Rating:
 def queue_rating(rating: Rating) -> bool:
     """humEval (from the user's address, after autoEval), then updateReputation; False while waiting."""
     interaction = rating.interaction
-    from apps.oracle.models import EvaluationJob  # the oracle imports this module
-
-    job = EvaluationJob.objects.filter(interaction=interaction).select_related("outbox_item").first()
-    auto = job.outbox_item if job is not None else None
+    # The oracle's autoEval call, by its idempotency key: queued once the answer is scored.
+    auto = OutboxItem.objects.filter(key=outbox.idempotency_key(
+        "autoEval", {"interactionId": interaction.interaction_id})).first()
     if auto is None or rating.status != Rating.Status.WAITING:
         return False
     address = interaction.conversation.user.profile.address

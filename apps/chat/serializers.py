@@ -9,7 +9,6 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from apps.chain.models import Context
-from apps.oracle.models import EvaluationJob
 
 from .models import Conversation, Interaction, Rating, RegisteredModel
 from .registry import ModelFields
@@ -64,11 +63,14 @@ class EnabledSerializer(serializers.Serializer):
     enabled = serializers.BooleanField()
 
 
-class EvaluationSerializer(serializers.ModelSerializer):
-    class Meta:
-        model = EvaluationJob
-        fields = ["status", "sa", "wa", "evidence_cid"]
-        read_only_fields = fields
+class EvaluationSerializer(serializers.Serializer):
+    """The oracle's job of an interaction (`interaction.evaluation`; chat does not import the oracle)."""
+
+    status = serializers.CharField(read_only=True, help_text="queued, asking, scored, pinned, submitted, "
+                                                             "onchain or failed")
+    sa = serializers.CharField(read_only=True, help_text="S_a in 1e18 fixed point, as on-chain")
+    wa = serializers.CharField(read_only=True, help_text="w_a in 1e18 fixed point, as on-chain")
+    evidence_cid = serializers.CharField(read_only=True)
 
 
 class RatingInSerializer(serializers.Serializer):

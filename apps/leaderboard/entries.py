@@ -159,3 +159,9 @@ def on_folded(sender, pairs=(), models=(), contexts=(), **kwargs) -> None:
 
 def on_cleared(sender, **kwargs) -> None:
     clear()
+
+
+def on_boards_changed(sender, contexts=(), **kwargs) -> None:
+    """New versions for these boards once the sender's transaction commits (at once outside one)."""
+    contexts = set(contexts)
+    transaction.on_commit(lambda: bump(contexts))

@@ -6,8 +6,14 @@ class OracleConfig(AppConfig):
     label = "oracle"
 
     def ready(self):
+        from apps.chat.signals import interaction_finished
         from lib.evaluators import register_evaluator
         from lib.metrics import register_metric
+
+        from .jobs import on_interaction_finished
+
+        # every answer saved gets its evaluation job in the same transaction
+        interaction_finished.connect(on_interaction_finished, dispatch_uid="oracle-evaluation-job")
 
         # lazy paths: nothing is imported until an evaluator is asked for
         register_evaluator("geval", "apps.oracle.geval:GEval", takes_argument=True)

@@ -15,6 +15,7 @@ import logging
 from datetime import timedelta
 
 from asgiref.sync import async_to_sync, sync_to_async
+from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Avg, F, Q
@@ -41,6 +42,25 @@ log = logging.getLogger(__name__)
 S = EvaluationJob.Status
 ACTIVE = (S.QUEUED, S.ASKING, S.SCORED, S.PINNED)
 INITIAL_R = WAD // 2  # a model without a REP in the context yet (REPUTATION.md: 0.5 when first)
+
+
+def on_interaction_finished(sender, interaction: Interaction, reference_pool: str = EvaluationJob.Pool.RUNNING,
+                            **kwargs) -> None:
+    """An answer was saved (chat's `interaction_finished`, inside its transaction): its evaluation job
+    is saved with it, and the worker woken once both are committed."""
+    EvaluationJob.objects.get_or_create(interaction=interaction, defaults={"reference_pool": reference_pool})
+    transaction.on_commit(wake_oracle)
+
+
+def wake_oracle() -> None:
+    """Best-effort: a lost wake-up only delays the job until the worker's next poll."""
+    layer = get_channel_layer()
+    if layer is None or not settings.REDIS_URL:  # the in-memory layer has no other process to wake
+        return
+    try:
+        async_to_sync(layer.send)("oracle-jobs", {"type": "job.created"})
+    except Exception:  # noqa: BLE001 - a full channel or a Redis hiccup must not fail the answer
+        pass
 
 
 def reference_models(interaction: Interaction, k: int, pool: str = EvaluationJob.Pool.RUNNING) -> list[RegisteredModel]:

@@ -20,7 +20,7 @@ from django.utils import timezone
 from apps.chain.models import Context
 from apps.chat.conversations import answered_first_turns
 from apps.chat.providers import prompt_key
-from apps.leaderboard import entries
+from apps.chain.signals import boards_changed
 from lib.reputation import GLOBAL_CONTEXT_ID
 from lib.selfeval import DEFAULT_SEED, SelfEvalError, SelfEvaluation, self_evaluate
 
@@ -97,7 +97,7 @@ def save_peer_ratings(result: ContextSelfEvaluation, *, metric: dict[str, Any] |
         Context.objects.select_for_update().filter(pk=context.pk).first()  # one run of a context at a time
         PeerRating.objects.filter(context_id=context.context_id).delete()
         PeerRating.objects.bulk_create(rows)
-        transaction.on_commit(lambda: entries.bump({context.context_id}))
+        boards_changed.send(sender=PeerRating, contexts={context.context_id})
     return len(rows)
 
 
