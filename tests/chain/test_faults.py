@@ -32,7 +32,7 @@ from django.db import connection
 from django.utils import timezone
 
 from apps.chain.audit import all_events
-from apps.chain.client import ChainClient, account_from_key
+from apps.chain.client import ChainClient, ChainError, account_from_key
 from apps.chain.deploy import deploy, grant_role
 from apps.chain.demo import context_id
 from apps.chain.keys import admin_address
@@ -66,16 +66,19 @@ STYLES = ["Plainly put, {t} is calm and wide and full of light.", "Consider {t}:
 FOLLOW_UP = "Now shorter."
 QUESTIONS = {q: f"Write two sentences about {t}." for q, t in enumerate(TOPICS, start=1)}
 
-# A repeated log line is counted per second (stack.LogWatch). Calibrated on clean runs (no fault):
-# the workers' own lines (what the code logs) never repeat more than 4 times in a second; a
-# pass logs a line per batch at most, a few passes a second. anvil logs one line per JSON-RPC
-# call, and the submitter asks for every live transaction's receipt in one batch each pass,
-# several passes a second: a clean run peaked at PEAK_CLEAN_ANVIL identical lines a second
-# (eth_getTransactionReceipt), scaling with the live transactions, not with time. The bug this
-# catches wrote ~6,500 identical lines a second to anvil's log (the same transaction re-sent on
-# every pass) and a line per pass to the worker's: the thresholds sit well above the clean peaks
-# and far below that.
-MAX_REPEATS = {"chain": 20, "oracle": 20, "site": 60, "anvil": 600}
+# No log line may repeat more than a few times a second (stack.LogWatch counts each line, numbers
+# and hashes blanked, per file and per second). Calibrated on a clean run (the same load, no fault)
+# and on the three seeds with the fixes of issue 16: the workers' own lines peaked at 1 a second
+# (chain) and 2 (oracle: the two `put` frames of one traceback while the evidence store is
+# unwritable), the site's access log at 4 (ratings posted together). anvil logs one line per
+# JSON-RPC call, and the submitter asks for the receipt of every live transaction in one batch each
+# pass, a few passes a second: the clean run peaked at 81 identical lines a second
+# (eth_getTransactionReceipt), the faulty ones at 70-89. The hot loop of issue 16 wrote ~6,500
+# identical lines a second to anvil's log (the same transactions re-sent on every pass); the code
+# before the fix, in this test, wrote "re-sending N transactions the node does not hold" 76 times a
+# second and 764 eth_getTransactionReceipt lines a second with only 10 transactions stuck. The
+# limits sit several times above the clean peaks and well below those loops.
+MAX_REPEATS = {"chain": 10, "oracle": 10, "site": 20, "anvil": 300}
 
 
 # --- the world -----------------------------------------------------------------------------------
@@ -217,13 +220,16 @@ class Stack:
         self.ledger = Ledger(client, deployment)
         s = self.settings
         s.LLMCHAIN_RPC_URL, s.LLMCHAIN_DEPLOYMENT, s.LLMCHAIN_ORACLE_KEY = self.node.url, self.deployment_file, DEV_KEYS[1]
-        s.LLMCHAIN_IPFS_BACKEND, s.LLMCHAIN_IPFS_DIR = "local", self.ipfs
+        s.LLMCHAIN_IPFS_BACKEND, s.LLMCHAIN_IPFS_DIR, s.LLMCHAIN_FINALITY = "local", self.ipfs, "auto"
         self.env = {**os.environ, "DATABASE_URL": database_url(), "LLMCHAIN_RPC_URL": self.node.url,
                     "LLMCHAIN_DEPLOYMENT": str(self.deployment_file), "LLMCHAIN_ORACLE_KEY": DEV_KEYS[1],
                     "LLMCHAIN_IPFS_BACKEND": "local", "LLMCHAIN_IPFS_DIR": str(self.ipfs),
                     # Leases short enough that a killed worker's jobs and lanes pass to its successor
                     # within seconds (the defaults, 120 s and 30 s, would make each kill cost that).
                     "LLMCHAIN_ORACLE_LEASE_S": "5", "LLMCHAIN_LEASE_S": "5", "LLMCHAIN_RESEND_AFTER_S": "5",
+                    # A local anvil's own finality depth (tests/conftest.py sets "0" for the other tests):
+                    # with "0", a call would be confirmed in a block that a crash of the node loses.
+                    "LLMCHAIN_FINALITY": "auto",
                     "PYTHONUNBUFFERED": "1"}
         manage = [sys.executable, "manage.py"]
         self.services = {
@@ -291,6 +297,7 @@ class Faults:
         self.seq = len(schedule)
         self.armed: tuple[dict, float, object] | None = None  # fault, since (monotonic), since (db time)
         self.log: list[dict] = []
+        self.heads: dict[int, int | None] = {}  # the node's head when a fault killed it
         self.last_fault_end = 0.0
 
     def push(self, at: float, what: str, fault: dict) -> None:
@@ -325,9 +332,7 @@ class Faults:
             elif kind == "node-after-receipt":
                 self.armed = (fault, time.monotonic(), timezone.now())
             else:
-                self.stack.node.kill()
-                self._record(fault, now, down_s=fault["down_s"])
-                self.push(now + fault["down_s"], "end", fault)
+                self._kill_node(fault, now)
         elif kind.startswith("kill-"):
             service = self.stack.services[kind.split("-")[1]]
             if not service.running:
@@ -348,21 +353,36 @@ class Faults:
         waited = time.monotonic() - since
         if tx is None and waited < self.RECEIPT_WAIT_S:
             return
-        self.stack.node.kill()
         self.armed = None
-        extra = {"down_s": fault["down_s"], "armed_s": round(waited, 2)}
+        extra = {"armed_s": round(waited, 2)}
         if tx is None:
             extra["receipt"] = f"none within {self.RECEIPT_WAIT_S} s"
         else:
             extra["receipt"] = f"{tx['function']} nonce {tx['nonce']} block {tx['block_number']} ({tx['status']})"
-            extra["ms_after_receipt"] = round((timezone.now() - tx["mined_at"]).total_seconds() * 1000)
-        self._record(fault, now, **extra)
+        self._kill_node(fault, now, receipt_at=tx and tx["mined_at"], **extra)
+
+    def _kill_node(self, fault: dict, now: float, receipt_at=None, **extra) -> None:
+        """kill -9 of the node; the head it had is noted, to count the blocks its restart loses."""
+        try:
+            head = self.stack.ledger.client.block_number()
+        except ChainError:
+            head = None
+        self.stack.node.kill()
+        if receipt_at is not None:
+            extra["ms_after_receipt"] = round((timezone.now() - receipt_at).total_seconds() * 1000)
+        self.heads[id(fault)] = head
+        self._record(fault, now, down_s=fault["down_s"], head=head, **extra)
         self.push(now + fault["down_s"], "end", fault)
 
     def _end(self, fault: dict, now: float) -> None:
         kind = fault["kind"]
         if kind.startswith("node-"):
             self.stack.node.start()  # the same port, the same state file
+            head, restarted = self.heads.pop(id(fault)), self.stack.ledger.client.block_number()
+            record = next(r for r in reversed(self.log) if r["kind"] == kind)
+            record["restarted_at_block"] = restarted
+            if head is not None:
+                record["blocks_lost"] = max(0, head - restarted)
         elif kind.startswith("kill-"):
             self.stack.services[kind.split("-")[1]].start()
         elif kind == "evidence-unwritable":
@@ -399,8 +419,9 @@ def left_to_drain(load: Load) -> dict[str, int]:
     return {k: v for k, v in left.items() if v}
 
 
-def run_seed(seed: int, tmp: Path, settings) -> tuple[dict, list[str]]:
-    schedule = fault_schedule(seed)
+def run_seed(seed: int, tmp: Path, settings, schedule: list[dict] | None = None) -> tuple[dict, list[str]]:
+    """One run: the stack, the load and the faults of `seed` (or `schedule`); its summary and what went wrong."""
+    schedule = fault_schedule(seed) if schedule is None else schedule
     print(f"\nFAULT SCHEDULE seed={seed} {json.dumps(schedule)}", flush=True)
     started = time.monotonic()
     stack = Stack(tmp, settings)
@@ -493,7 +514,7 @@ def run_seed(seed: int, tmp: Path, settings) -> tuple[dict, list[str]]:
                 problems.append(f"{name}'s log repeated a line {n} times in one second (limit {MAX_REPEATS[name]}), "
                                 f"second {second}: {line[:200]}")
         summary = {
-            "seed": seed, "db": connection.vendor,
+            "seed": seed, "db": connection.vendor, "finality": getattr(settings, "LLMCHAIN_FINALITY", None),
             "schedule": faults.log,
             "interactions": len(interactions), "chats": len(load.interactions),
             "replayed": len(interactions) - len(load.interactions),
