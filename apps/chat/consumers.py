@@ -84,7 +84,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
         await conversations.answer(interaction, self.conversation.model, on_piece=send_piece,
                                    db=database_sync_to_async)
-        await self.send(render_to_string("chat/_turn_end.html", {"i": interaction}))
+        # The finished turn shows its evaluation and the chain's health: database reads, so not in the loop.
+        await self.send(await database_sync_to_async(render_to_string)("chat/_turn_end.html", {"i": interaction}))
 
     async def evaluation_update(self, event):
         """Pushed by the oracle's workers when an evaluation moves on."""
