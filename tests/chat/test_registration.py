@@ -10,7 +10,7 @@ from apps.chat.providers import decrypt_api_key
 from apps.chat.registry import ModelFields, register_model
 from lib import records
 from lib.cid import parse
-from tests.personas import developer, outsider, user
+from tests.personas import developer, outsider
 
 from .factories import make_contexts
 
