@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import socket
 import time
 from collections import Counter, defaultdict
@@ -39,6 +38,7 @@ from .client import ChainError, RpcError, SignedTx, from_hex, to_hex
 from .keys import KeyError_, account_for
 from .ledger import CALLS, Ledger
 from .models import ChainTransaction, OutboxItem, Sender
+from .work import backoff, run_worker, take
 
 log = logging.getLogger(__name__)
 TX = ChainTransaction.Status
@@ -61,7 +61,6 @@ class Submitter:
                                       else settings.LLMCHAIN_RESEND_AFTER_S)
         self.max_attempts = max_attempts or settings.LLMCHAIN_TX_MAX_ATTEMPTS
         self.stats: Counter = Counter()
-        self._stop = False
         self._next_sweep = 0.0
 
     # -- the loop --------------------------------------------------------------------------------
@@ -76,23 +75,10 @@ class Submitter:
         return self.stats - before
 
     def run_forever(self, idle_sleep: float = 0.2, until_idle: bool = False) -> None:
-        signal.signal(signal.SIGTERM, lambda *_: self.stop())
-        backoff = idle_sleep
-        while not self._stop:
-            try:
-                did = self.run_once()
-                backoff = idle_sleep
-            except ChainError as exc:
-                log.warning("chain unavailable, retrying in %.1f s: %s", backoff, exc)
-                did = Counter()
-                backoff = min(backoff * 2, 10)
-            if until_idle and not self.has_work():
-                return
-            if not did:
-                time.sleep(backoff)
-
-    def stop(self) -> None:
-        self._stop = True
+        """Pass after pass until SIGTERM (or, `until_idle`, until nothing is left to send or confirm);
+        any chain error (the node down, or refusing a call it may accept later) backs off up to 10 s."""
+        run_worker(self.run_once, idle_sleep=idle_sleep, until=(lambda: not self.has_work()) if until_idle else None,
+                   survive=lambda exc: isinstance(exc, ChainError), name="chain")
 
     def has_work(self) -> bool:
         return (OutboxItem.objects.filter(status__in=[ITEM.PENDING, ITEM.SIGNED]).exists()
@@ -106,13 +92,14 @@ class Submitter:
                          .values_list("sender__address", flat=True).distinct())
         addresses |= self._lanes_behind_the_node()
         now = timezone.now()
+        # work.take, not work.claim: a lane is leased to its owner, which renews the lease on every
+        # pass (so one process assigns a lane's nonces for as long as it lives), not a job to finish.
+        free = Q(lease_owner=self.owner) | Q(lease_owner="") | Q(lease_until__lt=now)
         held = []
         for address in sorted(addresses):
             lane, _ = Sender.objects.get_or_create(address=address)
-            got = Sender.objects.filter(pk=lane.pk).filter(
-                Q(lease_owner=self.owner) | Q(lease_owner="") | Q(lease_until__lt=now)
-            ).update(lease_owner=self.owner, lease_until=now + timedelta(seconds=self.lease_s))
-            if got:
+            if take(Sender.objects, [lane.pk], free, lease_owner=self.owner,
+                    lease_until=now + timedelta(seconds=self.lease_s)):
                 lane.refresh_from_db()
                 held.append(lane)
         return held
@@ -264,7 +251,7 @@ class Submitter:
             log.info("re-sending %d transactions the node does not hold", len(resend))
 
     def _backoff(self, resends: int) -> timedelta:
-        return timedelta(seconds=min(2.0 ** max(resends - 1, 0), settings.LLMCHAIN_RESEND_MAX_S))
+        return backoff(resends, cap=settings.LLMCHAIN_RESEND_MAX_S)
 
     def _unfinalise_lost(self, lane: Sender, latest: int) -> None:
         lost = list(ChainTransaction.objects.filter(sender=lane, nonce__gte=latest,
