@@ -12,7 +12,8 @@ from django.template.loader import render_to_string
 
 
 from . import conversations
-from .models import Conversation, Interaction
+from .models import Conversation, Interaction, RegisteredModel
+from .replay import replay_questions
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -86,6 +87,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
                                    db=database_sync_to_async)
         # The finished turn shows its evaluation and the chain's health: database reads, so not in the loop.
         await self.send(await database_sync_to_async(render_to_string)("chat/_turn_end.html", {"i": interaction}))
+        if self.conversation.model.kind == RegisteredModel.Kind.REPLAY:  # what it can be asked next
+            await self.send(await database_sync_to_async(self._replay_questions)())
+
+    def _replay_questions(self) -> str:
+        return render_to_string("chat/_replay_questions.html", {
+            "conversation": self.conversation, "questions": replay_questions(self.conversation), "oob": True})
 
     async def evaluation_update(self, event):
         """Pushed by the oracle's workers when an evaluation moves on."""

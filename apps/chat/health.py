@@ -51,3 +51,17 @@ def models_for(context, qs=None):
 def running_models(context=None):
     qs = RegisteredModel.objects.filter(enabled=True, healthy=True)
     return models_for(context, qs) if context is not None else qs
+
+
+def chat_choices(context) -> list[RegisteredModel]:
+    """The running models of `context` as the chat offers them: first the models that answer free
+    prompts, best R in the context first (unranked ones after, by name), then the replay models, which
+    answer only their recorded questions. The first one is the default; a replay model never is."""
+    from apps.chain.models import Reputation
+
+    models = list(running_models(context))
+    r = dict(Reputation.objects.filter(context_id=context.context_id, model_id__in=[m.model_id for m in models])
+             .values_list("model_id", "r"))
+    models.sort(key=lambda m: (m.kind == RegisteredModel.Kind.REPLAY, -r.get(m.model_id, -1), m.name))
+    return models
+

@@ -71,6 +71,8 @@ class ReplayAnswer(models.Model):
     turn = models.PositiveSmallIntegerField()  # 1-based
     prompt_key = models.CharField(max_length=64, db_index=True)  # hash of the normalised prompt
     previous_key = models.CharField(max_length=64, blank=True)  # hash of the previous user turn
+    prompt = models.TextField(blank=True)  # the question as asked: the chat offers it to pick
+    category = models.CharField(max_length=64, blank=True)  # MT-Bench's category: the context it is offered in
     text = models.TextField()
 
     class Meta:

@@ -10,11 +10,17 @@ from asgiref.sync import sync_to_async
 
 from apps.chain.keys import cipher
 
-from .gateway import Endpoint, Gateway
+from .gateway import Endpoint, EndpointRefused, Gateway
 from .models import RegisteredModel, ReplayAnswer
 
-REPLAY_REFUSAL = ("I am a replay model: I can only give my recorded answers to the 80 MT-Bench "
-                  "questions (and their follow-ups, asked in order). I cannot answer anything else.")
+
+class NoRecordedAnswer(EndpointRefused):
+    """A replay model was asked something it has no recorded answer to: the interaction fails (it is
+    never evaluated, put on-chain or offered for rating), and asking again cannot help."""
+
+    def __init__(self, model: RegisteredModel):
+        super().__init__(f"{model.name} is a replay model: it answers only its recorded MT-Bench questions "
+                         "(and their follow-ups, asked in order). Pick one of its questions.")
 
 
 def prompt_key(text: str) -> str:
@@ -59,7 +65,9 @@ async def stream_answer(model: RegisteredModel, messages: list[dict], gateway: G
     """Yield the model's answer to `messages` piece by piece."""
     if model.kind == RegisteredModel.Kind.REPLAY:
         text = await sync_to_async(find_replay)(model.pk, messages)
-        for piece in re.findall(r"\S+\s*|\s+", text if text is not None else REPLAY_REFUSAL):
+        if text is None:
+            raise NoRecordedAnswer(model)
+        for piece in re.findall(r"\S+\s*|\s+", text):
             yield piece
         return
     async for piece in (gateway or Gateway()).stream_chat(endpoint_of(model), messages, **params):

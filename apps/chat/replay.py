@@ -66,8 +66,10 @@ def import_mtbench(root: Path, *, contexts: list[Context], models: list[str] | N
     counts = {"models": 0, "answers": 0, "skipped": 0}
     for f in files:
         name = f.stem
-        if RegisteredModel.objects.filter(name=name).exists():
+        existing = RegisteredModel.objects.filter(name=name).first()
+        if existing is not None:
             counts["skipped"] += 1
+            _add_prompts(existing, questions)
             continue
         answers = []
         for line in f.read_text().splitlines():
@@ -81,7 +83,8 @@ def import_mtbench(root: Path, *, contexts: list[Context], models: list[str] | N
             for turn, (prompt, text) in enumerate(zip(q["turns"], turns), start=1):
                 answers.append(ReplayAnswer(
                     question_id=str(q["question_id"]), turn=turn, prompt_key=prompt_key(prompt),
-                    previous_key=prompt_key(q["turns"][turn - 2]) if turn > 1 else "", text=text))
+                    previous_key=prompt_key(q["turns"][turn - 2]) if turn > 1 else "", text=text,
+                    prompt=prompt, category=q["category"]))
         categories = sorted({questions[int(a.question_id)]["category"] for a in answers})
         fields = ModelFields(
             name=name, provider="MT-Bench recorded answers (lm-sys/FastChat)", kind=RegisteredModel.Kind.REPLAY,
@@ -98,3 +101,26 @@ def import_mtbench(root: Path, *, contexts: list[Context], models: list[str] | N
         counts["answers"] += len(answers)
         progress(f"{name}: {len(answers)} answers")
     return counts
+
+
+def _add_prompts(model: RegisteredModel, questions: dict[int, dict]) -> None:
+    """Answers imported before the questions' text was kept get it (the chat lists them to pick)."""
+    missing = list(ReplayAnswer.objects.filter(model=model, prompt=""))
+    for a in missing:
+        q = questions.get(int(a.question_id))
+        if q is not None and a.turn <= len(q["turns"]):
+            a.prompt, a.category = q["turns"][a.turn - 1], q["category"]
+    ReplayAnswer.objects.bulk_update([a for a in missing if a.prompt], ["prompt", "category"], batch_size=500)
+
+
+def replay_questions(conversation, limit: int = 12) -> list[str]:
+    """What a replay model can be asked next in `conversation`: the follow-up of the question just
+    asked when it has one, else its recorded first questions of the conversation's context."""
+    model = conversation.model
+    last = conversation.interactions.filter(status="done").order_by("-created_at", "-id").first()
+    if last is not None:
+        follow = ReplayAnswer.objects.filter(model=model, previous_key=prompt_key(last.prompt)).exclude(prompt="")
+        if follow.exists():
+            return list(follow.values_list("prompt", flat=True)[:limit])
+    firsts = ReplayAnswer.objects.filter(model=model, turn=1, category=conversation.context.name).exclude(prompt="")
+    return list(firsts.order_by("question_id").values_list("prompt", flat=True)[:limit])

@@ -63,14 +63,40 @@ class EnabledSerializer(serializers.Serializer):
     enabled = serializers.BooleanField()
 
 
+SCORED = ("scored", "pinned", "submitted", "onchain")
+
+
 class EvaluationSerializer(serializers.Serializer):
-    """The oracle's job of an interaction (`interaction.evaluation`; chat does not import the oracle)."""
+    """The oracle's job of an interaction (`interaction.evaluation`; chat does not import the oracle).
+    An answer no other model answered has no automatic score: `has_reference` false, `sa` and `wa`
+    null, and `note` says so."""
 
     status = serializers.CharField(read_only=True, help_text="queued, asking, scored, pinned, submitted, "
                                                              "onchain or failed")
-    sa = serializers.CharField(read_only=True, help_text="S_a in 1e18 fixed point, as on-chain")
-    wa = serializers.CharField(read_only=True, help_text="w_a in 1e18 fixed point, as on-chain")
+    has_reference = serializers.SerializerMethodField(
+        help_text="null until scored; then whether any other model answered (only then is there an automatic score)")
+    sa = serializers.SerializerMethodField(help_text="S_a in 1e18 fixed point, as on-chain; null without a reference")
+    wa = serializers.SerializerMethodField(help_text="w_a in 1e18 fixed point, as on-chain; null without a reference")
+    note = serializers.SerializerMethodField(help_text="\"no automatic score: no other model answered\", or null")
     evidence_cid = serializers.CharField(read_only=True)
+
+    @staticmethod
+    def _answered(job) -> bool | None:
+        if job.status not in SCORED:
+            return None
+        return any(r.get("text") is not None for r in job.references or ())
+
+    def get_has_reference(self, job) -> bool | None:
+        return self._answered(job)
+
+    def get_sa(self, job) -> str | None:
+        return job.sa if self._answered(job) else None
+
+    def get_wa(self, job) -> str | None:
+        return job.wa if self._answered(job) else None
+
+    def get_note(self, job) -> str | None:
+        return "no automatic score: no other model answered" if self._answered(job) is False else None
 
 
 class RatingInSerializer(serializers.Serializer):

@@ -14,8 +14,9 @@ from apps.chain.models import Interaction as LedgerInteraction
 from lib.reputation import GLOBAL_CONTEXT_ID
 
 from . import accounts, conversations, ratings, registry
-from .health import running_models
+from .health import chat_choices
 from .models import QUESTIONNAIRE, Conversation, Interaction, RegisteredModel
+from .replay import replay_questions
 from .suggest import suggest
 
 
@@ -42,7 +43,7 @@ def signup(request):
 def chat(request, errors=None, status=200):
     contexts = _contexts()
     context = next((c for c in contexts if c.context_id == request.GET.get("context")), contexts[0] if contexts else None)
-    models = list(running_models(context)) if context else []
+    models = chat_choices(context) if context else []
     return render(request, "chat/index.html", {
         "contexts": contexts, "context": context, "models": models, "errors": errors or {},
         "conversations": Conversation.objects.filter(user=request.user).select_related("model", "context")[:50]},
@@ -53,7 +54,7 @@ def chat(request, errors=None, status=200):
 def chat_models(request):
     """The running models of a context (htmx swaps the select when the context changes)."""
     context = Context.objects.filter(context_id=request.GET.get("context", "")).first()
-    return render(request, "chat/_model_select.html", {"models": running_models(context) if context else []})
+    return render(request, "chat/_model_select.html", {"models": chat_choices(context) if context else []})
 
 
 def rating_context(interaction, errors=None, preview=None) -> dict:
@@ -119,7 +120,8 @@ def conversation(request, pk):
     preview = ratings.weight_preview(request.user.profile.address) if any(
         i.status == "done" and getattr(i, "rating", None) is None for i in interactions) else None
     turns = [(i, rating_context(i, preview=preview)) for i in interactions]
-    return render(request, "chat/conversation.html", {"conversation": conv, "turns": turns})
+    questions = replay_questions(conv) if conv.model.kind == RegisteredModel.Kind.REPLAY else None
+    return render(request, "chat/conversation.html", {"conversation": conv, "turns": turns, "questions": questions})
 
 
 def models_index(request):

@@ -64,12 +64,17 @@ def wake_oracle() -> None:
 
 
 def reference_models(interaction: Interaction, k: int, pool: str = EvaluationJob.Pool.RUNNING) -> list[RegisteredModel]:
-    """The top-k other running models of the interaction's context, ranked by R (unranked last)."""
+    """The top-k other running models of the interaction's context that can answer its prompt, ranked
+    by R (unranked last). A replay model can answer only the prompts it has a recorded answer to: it
+    is a candidate for those alone, so a free question never gets a replay model's refusal as a
+    reference (with no candidate the interaction has no automatic score)."""
     conv = interaction.conversation
     candidates = running_models(conv.context).exclude(pk=conv.model_id)
     if pool == EvaluationJob.Pool.REPLAY:
         candidates = candidates.filter(kind=RegisteredModel.Kind.REPLAY)
-    candidates = list(candidates)
+    messages = history(interaction)
+    candidates = [m for m in candidates
+                  if m.kind != RegisteredModel.Kind.REPLAY or find_replay(m.pk, messages) is not None]
     r = dict(Reputation.objects.filter(context_id=conv.context.context_id,
                                        model_id__in=[m.model_id for m in candidates]).values_list("model_id", "r"))
     candidates.sort(key=lambda m: (-(r.get(m.model_id, -1)), m.name))

@@ -75,12 +75,20 @@ def start_chat(page, context: str, model_label: str) -> None:
 
 
 def send_prompt(page, prompt: str) -> None:
+    """Type `prompt` and send it; with a replay model, which offers its recorded questions instead of a
+    free prompt, click the question."""
     page.evaluate(OBSERVE_MESSAGES)
-    page.locator("#prompt").fill(prompt)
-    page.get_by_role("button", name="Send").click()
+    questions = page.locator("#replay-questions")
+    if questions.count():
+        expect(page.locator("#prompt")).to_have_count(0)
+        questions.get_by_role("button", name=prompt).click()
+    else:
+        page.locator("#prompt").fill(prompt)
+        page.get_by_role("button", name="Send").click()
     expect(page.locator("#messages .turn")).to_have_count(1)
     expect(page.locator("#messages .turn .bubble.user")).to_have_text(prompt)
-    expect(page.locator("#prompt")).to_have_value("")  # the form is reset once sent
+    if not questions.count():
+        expect(page.locator("#prompt")).to_have_value("")  # the form is reset once sent
 
 
 def wait_answer(page, timeout_ms: int) -> str:
