@@ -39,7 +39,7 @@ from apps.chain.keys import admin_address
 from apps.chain.ledger import Ledger
 from apps.chain.models import ChainTransaction, Context, IndexerCursor, OutboxItem
 from apps.chain.models import Interaction as LedgerInteraction
-from apps.chain.node import DEV_KEYS, AnvilNode, free_port
+from apps.chain.node import DEV_KEYS, AnvilNode, NodeError, free_port
 from apps.chain import outbox
 from apps.chat.models import Interaction, Rating, RegisteredModel
 from apps.chat.replay import import_mtbench
@@ -48,7 +48,7 @@ from tests.chat.factories import write_mtbench
 from tests.personas import PASSWORD, user
 
 from .conftest import database_url
-from .stack import LogWatch, Service, Unwritable
+from .stack import REPO, LogWatch, Service, Unwritable
 
 pytestmark = [pytest.mark.slow, pytest.mark.chain, pytest.mark.django_db(transaction=True)]
 
@@ -134,8 +134,8 @@ class Load(threading.Thread):
         self.errors: list[str] = []
         self.done = threading.Event()
 
-    def client(self, user: str) -> httpx.Client:
-        return httpx.Client(base_url=self.base_url, headers={"Authorization": f"Token {self.tokens[user]}"},
+    def client(self, person: str) -> httpx.Client:
+        return httpx.Client(base_url=self.base_url, headers={"Authorization": f"Token {self.tokens[person]}"},
                             timeout=30, trust_env=False)
 
     def post(self, client: httpx.Client, url: str, body: dict) -> httpx.Response | None:
@@ -152,9 +152,9 @@ class Load(threading.Thread):
         try:
             for n in range(CHATS):
                 self._rate_due(clients, pending, time.monotonic())
-                user, model = self.rng.choice(list(clients)), self.rng.choice(MODELS)
+                person, model = self.rng.choice(list(clients)), self.rng.choice(MODELS)
                 question = self.rng.choice(list(QUESTIONS))
-                client = clients[user]
+                client = clients[person]
                 conv = self.post(client, "/api/conversations", {"model": self.model_pks[model],
                                                                 "context": self.context})
                 if conv is None or conv.status_code != 201:
@@ -167,9 +167,10 @@ class Load(threading.Thread):
                         self.errors.append(f"message: {answer and answer.status_code} {answer and answer.text[:200]}")
                         break
                     body = answer.json()
-                    self.interactions.append({"pk": body["id"], "interaction_id": body["interaction_id"], "user": user})
+                    self.interactions.append({"pk": body["id"], "interaction_id": body["interaction_id"],
+                                              "user": person})
                     if self.rng.random() < 0.8:  # most answers are rated, some at once, some seconds later
-                        heapq.heappush(pending, (time.monotonic() + self.rng.uniform(0, 8), body["id"], user))
+                        heapq.heappush(pending, (time.monotonic() + self.rng.uniform(0, 8), body["id"], person))
                 # Spread the chats over the window (minus time to rate the last ones).
                 pause = t0 + (n + 1) * (LOAD_S - 6) / CHATS - time.monotonic()
                 while pause > 0:
@@ -184,10 +185,10 @@ class Load(threading.Thread):
 
     def _rate_due(self, clients, pending, now: float) -> None:
         while pending and pending[0][0] <= now:
-            _, pk, user = heapq.heappop(pending)
+            _, pk, person = heapq.heappop(pending)
             answers = {f: self.rng.randint(1, 5) for f in
                        ("reliability", "completeness", "utility", "familiarity", "trust", "uncertainty")}
-            r = self.post(clients[user], f"/api/interactions/{pk}/rating", answers)
+            r = self.post(clients[person], f"/api/interactions/{pk}/rating", answers)
             if r is not None and r.status_code == 201:
                 self.ratings.append(pk)
             else:
@@ -197,6 +198,8 @@ class Load(threading.Thread):
 # --- the stack -----------------------------------------------------------------------------------
 
 class Stack:
+    """The node, the two workers and the site of one run, all pointed at the test database."""
+
     def __init__(self, tmp: Path, settings):
         self.tmp = tmp
         self.node = AnvilNode(block_time=1, base_fee=0, state_file=tmp / "chain" / "state.json",
@@ -225,7 +228,8 @@ class Stack:
                     "LLMCHAIN_DEPLOYMENT": str(self.deployment_file), "LLMCHAIN_ORACLE_KEY": DEV_KEYS[1],
                     "LLMCHAIN_IPFS_BACKEND": "local", "LLMCHAIN_IPFS_DIR": str(self.ipfs),
                     # Leases short enough that a killed worker's jobs and lanes pass to its successor
-                    # within seconds (the defaults, 120 s and 30 s, would make each kill cost that).
+                    # within seconds, and lanes checked for lost final transactions every 5 s (the
+                    # defaults, 120 s and 30 s, would make each fault cost that much of the budget).
                     "LLMCHAIN_ORACLE_LEASE_S": "5", "LLMCHAIN_LEASE_S": "5", "LLMCHAIN_RESEND_AFTER_S": "5",
                     # A local anvil's own finality depth (tests/conftest.py sets "0" for the other tests):
                     # with "0", a call would be confirmed in a block that a crash of the node loses.
@@ -264,7 +268,7 @@ class Stack:
                 "anvil": self.tmp / "anvil.log"}
 
     def manage(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "manage.py", *args], cwd=Path(__file__).resolve().parents[2],
+        return subprocess.run([sys.executable, "manage.py", *args], cwd=REPO,
                               env=self.env, capture_output=True, text=True, timeout=timeout)
 
     def shutdown(self) -> None:
@@ -374,10 +378,21 @@ class Faults:
         self._record(fault, now, down_s=fault["down_s"], head=head, **extra)
         self.push(now + fault["down_s"], "end", fault)
 
+    def _restart_node(self, attempts: int = 5) -> None:
+        """The same port, the same state file; a port another process took meanwhile is retried a few times."""
+        for attempt in range(attempts):
+            try:
+                self.stack.node.start()
+                return
+            except NodeError:
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(1)
+
     def _end(self, fault: dict, now: float) -> None:
         kind = fault["kind"]
         if kind.startswith("node-"):
-            self.stack.node.start()  # the same port, the same state file
+            self._restart_node()
             head, restarted = self.heads.pop(id(fault)), self.stack.ledger.client.block_number()
             record = next(r for r in reversed(self.log) if r["kind"] == kind)
             record["restarted_at_block"] = restarted
@@ -464,6 +479,13 @@ def run_seed(seed: int, tmp: Path, settings, schedule: list[dict] | None = None)
             if stack.replay.proc.returncode != 0:
                 problems.append(f"replay mtbench exited {stack.replay.proc.returncode}: {stack.replay.tail(600)}")
 
+        status = stack.manage("chain", "status")
+        try:
+            stuck_lanes = json.loads(status.stdout.strip().splitlines()[-1]).get("stuck_lanes", [])
+        except (ValueError, IndexError):
+            stuck_lanes = [f"chain status exited {status.returncode}: {status.stdout[-500:]}{status.stderr[-500:]}"]
+        if stuck_lanes:
+            problems.append(f"chain status reports stuck lanes: {stuck_lanes}")
         audit = stack.manage("chain", "audit")
         if audit.returncode != 0:
             problems.append(f"chain audit exited {audit.returncode}:\n{audit.stdout[-3000:]}{audit.stderr[-2000:]}")
