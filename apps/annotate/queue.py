@@ -1,11 +1,14 @@
 """The expert queue: debates whose agents still disagreed, answered one at a time by experts.
 
 An expert takes the next item with `next_item`, which claims it for LLMCHAIN_CLAIM_MINUTES
-(15 by default) with a conditional UPDATE, so two experts never hold the same item; an expired
-claim is as good as none. `submit` records the expert's verdict and releases the claim; the item
-is resolved once it has `required_verdicts` verdicts, and until then other experts (never the
-same one twice) get it. `skip` gives the claim back; the caller remembers what was skipped and
-passes it to `next_item` so that the expert is not handed the same item again.
+(15 by default) with the job machine's conditional UPDATE (apps/chain/work.py `take`), so two
+experts never hold the same item; an expired claim is as good as none. It is not a work row
+(`work.claim`): an item is held for one named expert, among the items that expert has not answered
+or skipped, is handed back to them as it is while the claim lasts, and has no attempts and no
+backoff. `submit` records the expert's verdict and releases the claim; the item is resolved once
+it has `required_verdicts` verdicts, and until then other experts (never the same one twice) get it.
+`skip` gives the claim back; the caller remembers what was skipped and passes it to `next_item` so
+that the expert is not handed the same item again.
 
 The page, any API and any command call these functions; none of them knows about HTTP.
 """
@@ -22,6 +25,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from apps.chain.work import take
 from apps.chat.accounts import profile_of
 from lib.metaeval import category_counts, fleiss_kappa
 
@@ -114,9 +118,8 @@ def next_item(expert, scenario: str | None = None, criterion: str | None = None,
             return None
         # The condition is checked again by the UPDATE itself: of two experts racing for one row,
         # only one sees it claimable and changes it.
-        taken = QueueItem.objects.filter(_claimable(now), pk=pk).update(
-            status=QueueItem.Status.CLAIMED, claimed_by=expert, claim_expires_at=expires)
-        if taken:
+        if take(QueueItem.objects, [pk], _claimable(now), status=QueueItem.Status.CLAIMED, claimed_by=expert,
+                claim_expires_at=expires):
             return QueueItem.objects.select_related("debate").get(pk=pk)
     return None
 

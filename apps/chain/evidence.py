@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import os
 import tempfile
-from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from lib import cid as cids
 
-from .ipfs import IpfsCorrupt, IpfsError, IpfsNotFound, IpfsUnavailable, KuboClient
+from . import work
+from .ipfs import IpfsCorrupt, IpfsError, IpfsNotFound, KuboClient
 from .models import EvidencePin
 
 PIN_BACKOFF_MAX_S = 300
@@ -128,17 +127,8 @@ class EvidenceStore:
         counts = {"pinned": 0, "deferred": 0, "failed": 0}
         if self.kubo is None:
             return counts
-        now = timezone.now()
-        due = Q(status=EvidencePin.Status.PENDING, next_attempt_at__lte=now) & (
-            Q(claimed_until=None) | Q(claimed_until__lt=now))
-        for pin_id in list(EvidencePin.objects.filter(due).order_by("id").values_list("id", flat=True)[:limit]):
-            # Claim the row with a conditional update, so two workers never pin the same blob.
-            claimed = EvidencePin.objects.filter(due, id=pin_id).update(
-                claimed_until=now + timedelta(seconds=lease_s))
-            if not claimed:
-                continue
-            pin = EvidencePin.objects.get(id=pin_id)
-            counts[self._pin_one(pin)] += 1
+        for pin_id in work.claim(EvidencePin, [EvidencePin.Status.PENDING], limit, lease_s):
+            counts[self._pin_one(EvidencePin.objects.get(id=pin_id))] += 1
         return counts
 
     def _pin_one(self, pin: EvidencePin) -> str:
@@ -148,20 +138,9 @@ class EvidenceStore:
                 raise EvidenceCorrupt(f"the queued bytes of {pin.cid} do not match it")
             self.kubo.add(data)
             self.kubo.pin(pin.cid)
-        except IpfsUnavailable as exc:
-            delay = min(PIN_BACKOFF_MAX_S, 2 ** min(pin.attempts, 10))
-            EvidencePin.objects.filter(id=pin.id).update(
-                attempts=pin.attempts + 1, last_error=str(exc)[:2000], claimed_until=None,
-                next_attempt_at=timezone.now() + timedelta(seconds=delay))
-            return "deferred"
-        except (IpfsError, EvidenceCorrupt) as exc:
-            EvidencePin.objects.filter(id=pin.id).update(
-                attempts=pin.attempts + 1, last_error=str(exc)[:2000], claimed_until=None,
-                status=EvidencePin.Status.FAILED)
-            return "failed"
-        EvidencePin.objects.filter(id=pin.id).update(
-            attempts=pin.attempts + 1, status=EvidencePin.Status.PINNED, data=None, last_error="",
-            claimed_until=None, pinned_at=timezone.now())
+        except (IpfsError, EvidenceCorrupt) as exc:  # the node down: later; anything else: never
+            return "deferred" if work.retry_later(pin, exc, cap=PIN_BACKOFF_MAX_S) else "failed"
+        work.finish(pin, EvidencePin.Status.PINNED, data=None, pinned_at=timezone.now())
         return "pinned"
 
     def pins_waiting(self) -> int:

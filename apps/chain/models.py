@@ -10,6 +10,8 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
+from .work import WorkRow
+
 
 class SigningKey(models.Model):
     """A local account the submitter signs for; the private key is encrypted at rest."""
@@ -232,7 +234,7 @@ class ReputationChange(models.Model):
         indexes = [models.Index(fields=["model_id", "context_id", "block_number"])]
 
 
-class EvidencePin(models.Model):
+class EvidencePin(WorkRow):
     """A blob to copy to the IPFS node and pin there: the outbox of evidence.
 
     The bytes stay in this row until the node has pinned them, so an IPFS outage delays the
@@ -248,10 +250,6 @@ class EvidencePin(models.Model):
     data = models.BinaryField(null=True)
     size = models.PositiveIntegerField()
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
-    attempts = models.PositiveIntegerField(default=0)
-    last_error = models.TextField(blank=True)
-    next_attempt_at = models.DateTimeField(default=timezone.now)
-    claimed_until = models.DateTimeField(null=True)
     created_at = models.DateTimeField(default=timezone.now)
     pinned_at = models.DateTimeField(null=True)
 

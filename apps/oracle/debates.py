@@ -39,17 +39,19 @@ from apps.chat.conversations import answered_first_turns, history
 from apps.chat.gateway import Gateway, GatewayError
 from apps.chat.health import running_models
 from apps.chat.models import Interaction, RegisteredModel
+from apps.chain import work
 from apps.chat.providers import endpoint_of, prompt_key
 from lib import debate as protocol
 from lib.evaluators import Evaluator, EvaluatorError
 
-from .jobs import claim_free
 from .models import DebateJob
 
 log = logging.getLogger(__name__)
 S = DebateJob.Status
 ACTIVE = (S.QUEUED, S.DEBATING)
 MAX_ATTEMPTS = 5
+RETRY_BASE_S = 60  # a judge that failed is asked again after 1 min, 2, 4... (at most the lease)
+CHANNEL = "debate-jobs"  # `manage.py runworker debate-jobs` (consumers.DebateWakeConsumer)
 
 
 class DebateRequestError(ValueError):
@@ -216,12 +218,15 @@ def request(pair: Pair, *, criterion: str | None = None, judges: list[Registered
         raise DebateRequestError("the debate key is too long")
     try:
         with transaction.atomic():
-            return DebateJob.objects.get_or_create(key=key, defaults=dict(
+            job, created = DebateJob.objects.get_or_create(key=key, defaults=dict(
                 criterion=name, criterion_description=description, scenario=pair.scenario[:100],
                 question=pair.question, submission_1=pair.submission_1, submission_2=pair.submission_2,
                 system_1=pair.system_1[:100], system_2=pair.system_2[:100], context_id=pair.context_id,
                 model_1=pair.model_1, model_2=pair.model_2, origin=pair.origin, judges=[m.pk for m in judges],
                 rounds=rounds, seed=seed if seed is not None else random.SystemRandom().getrandbits(62)))
+            if created:
+                work.wake_on_commit(CHANNEL)
+            return job, created
     except IntegrityError:  # made meanwhile by another request
         return DebateJob.objects.get(key=key), False
 
@@ -250,7 +255,7 @@ def sample(n: int, *, context=None, criterion: str | None = None, judges=None, s
 
 def claim(limit: int = 1, lease_s: float | None = None) -> list[DebateJob]:
     lease_s = lease_s if lease_s is not None else settings.LLMCHAIN_DEBATE_LEASE_S
-    return list(DebateJob.objects.filter(pk__in=claim_free(DebateJob, ACTIVE, limit, lease_s)).order_by("id"))
+    return list(DebateJob.objects.filter(pk__in=work.claim(DebateJob, ACTIVE, limit, lease_s)).order_by("id"))
 
 
 def _reply_key(agent: str, prompt: str) -> str:
@@ -295,12 +300,6 @@ async def ask_judge(gateway: Gateway, judge: RegisteredModel, prompt: str, seed:
             temperature=settings.LLMCHAIN_DEBATE_TEMPERATURE, seed=seed)
 
 
-def _fail(job: DebateJob, error: str) -> None:
-    DebateJob.objects.filter(pk=job.pk).update(status=S.FAILED, last_error=error[:2000], claimed_until=None,
-                                               updated_at=timezone.now())
-    job.status, job.last_error = S.FAILED, error
-
-
 def hold(job: DebateJob, gateway: Gateway | None = None) -> Debate | None:
     """Hold (or finish) the job's debate; the Debate row, or None when it must wait or failed."""
     if job.debate_id is not None:
@@ -308,7 +307,7 @@ def hold(job: DebateJob, gateway: Gateway | None = None) -> Debate | None:
     judges = {m.pk: m for m in RegisteredModel.objects.filter(pk__in=job.judges)}
     gone = sorted({pk for pk in job.judges if pk not in judges})
     if gone:
-        _fail(job, f"judge model(s) {gone} are no longer registered")
+        work.fail(job, f"judge model(s) {gone} are no longer registered", updated_at=timezone.now())
         return None
     sitting = [judges[pk] for pk in job.judges]
     by_name = dict(zip(agent_names(sitting), sitting))
@@ -319,17 +318,12 @@ def hold(job: DebateJob, gateway: Gateway | None = None) -> Debate | None:
     try:
         result = protocol.run_debate(spec, asker, rounds=job.rounds, rng=random.Random(job.seed))
     except protocol.DebateError as exc:
-        _fail(job, str(exc))
+        work.fail(job, exc, updated_at=timezone.now())
         return None
-    except (GatewayError, TimeoutError) as exc:
+    except (GatewayError, TimeoutError) as exc:  # kept replies stay when the job is tried again
         error = str(exc) or f"no answer within {settings.LLMCHAIN_DEBATE_TIMEOUT_S:g} s"
-        permanent = getattr(exc, "permanent", False)
-        if permanent or job.attempts >= MAX_ATTEMPTS:
-            _fail(job, f"a judge failed: {error}")
-        else:  # kept replies stay; the job is retried after its lease
-            retry_in = timedelta(seconds=min(30 * 2 ** job.attempts, settings.LLMCHAIN_DEBATE_LEASE_S))
-            DebateJob.objects.filter(pk=job.pk).update(last_error=error[:2000], updated_at=timezone.now(),
-                                                       claimed_until=timezone.now() + retry_in)
+        work.retry_later(job, exc, message=f"a judge failed: {error}", base=RETRY_BASE_S,
+                         cap=settings.LLMCHAIN_DEBATE_LEASE_S, max_attempts=MAX_ATTEMPTS, updated_at=timezone.now())
         log.warning("debate %s: %s", job.key, error)
         return None
     return record(job, result)
@@ -354,11 +348,9 @@ def record(job: DebateJob, result: protocol.DebateResult) -> Debate:
             prompt=t.prompt) for t in result.turns])
         if result.disagreement:
             QueueItem.objects.create(debate=debate, required_verdicts=settings.LLMCHAIN_DEBATE_EXPERTS)
-        DebateJob.objects.filter(pk=job.pk).update(status=S.DONE, debate=debate, claimed_until=None,
-                                                   last_error="", updated_at=timezone.now())
+        work.finish(job, S.DONE, debate=debate, updated_at=timezone.now())
         if result.consensus is not None:
             outcome_settled(job.context_id)
-    job.status, job.debate = S.DONE, debate
     return debate
 
 

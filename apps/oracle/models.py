@@ -5,8 +5,10 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
+from apps.chain.work import WorkRow
 
-class EvaluationJob(models.Model):
+
+class EvaluationJob(WorkRow):
     """Saved with its interaction, in the same transaction; workers claim it and record each step.
 
     The steps are resumable: references already collected are not asked again, and the
@@ -34,9 +36,6 @@ class EvaluationJob(models.Model):
     wa = models.CharField(max_length=24, blank=True)
     evidence_cid = models.CharField(max_length=100, blank=True)
     outbox_item = models.ForeignKey("chain.OutboxItem", null=True, blank=True, on_delete=models.SET_NULL)
-    attempts = models.PositiveIntegerField(default=0)
-    claimed_until = models.DateTimeField(null=True, blank=True)
-    last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -44,7 +43,7 @@ class EvaluationJob(models.Model):
         return f"{self.interaction_id} {self.status}"
 
 
-class DebateJob(models.Model):
+class DebateJob(WorkRow):
     """A debate to hold between the judge models over a pair of answers the site holds (seed 003).
 
     Everything the judges are shown is fixed when the job is made, the seed included, so the
@@ -79,9 +78,6 @@ class DebateJob(models.Model):
     replies = models.JSONField(default=dict, blank=True)  # "<judge pk>:<sha256 of prompt>" -> reply text
     debate = models.OneToOneField("annotate.Debate", null=True, blank=True, on_delete=models.SET_NULL,
                                   related_name="job")
-    attempts = models.PositiveIntegerField(default=0)
-    claimed_until = models.DateTimeField(null=True, blank=True)
-    last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
