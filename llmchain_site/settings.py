@@ -219,8 +219,11 @@ LLMCHAIN_BUILTIN_MODEL_URL = os.environ.get("LLMCHAIN_BUILTIN_MODEL_URL", "http:
 LLMCHAIN_MODEL_CACHE = os.environ.get("LLMCHAIN_MODEL_CACHE", "")
 # The key serve_model requires as `Authorization: Bearer` (its --api-key); empty: none.
 LLMCHAIN_MODEL_API_KEY = os.environ.get("LLMCHAIN_MODEL_API_KEY", "")
+# The data `make run`'s demo reads (ops/demo.py): scaleeval/ (the expert queue's debates) and
+# topical_chat_usr.json (the example meta-evaluation run); each part is skipped when absent.
+LLMCHAIN_DATA_DIR = Path(os.environ.get("LLMCHAIN_DATA_DIR", BASE_DIR.parent / "shared" / "data"))
 # Where `make run` finds the MT-Bench data it imports as replay models (skipped when absent).
-LLMCHAIN_MTBENCH_DIR = Path(os.environ.get("LLMCHAIN_MTBENCH_DIR", BASE_DIR.parent / "shared" / "data" / "mt_bench"))
+LLMCHAIN_MTBENCH_DIR = Path(os.environ.get("LLMCHAIN_MTBENCH_DIR", LLMCHAIN_DATA_DIR / "mt_bench"))
 
 # --- The oracle (apps/oracle) -----------------------------------------------------------
 LLMCHAIN_ORACLE_K = int(os.environ.get("LLMCHAIN_ORACLE_K", "3"))  # reference models per answer
