@@ -9,7 +9,6 @@ from channels.testing import WebsocketCommunicator
 from apps.chat.consumers import ChatConsumer
 from apps.chat.conversations import start_conversation
 from apps.chat.models import Interaction
-from apps.chat.providers import REPLAY_REFUSAL
 from apps.chat.replay import import_mtbench
 from apps.oracle.models import EvaluationJob
 from tests.personas import outsider, user
@@ -75,17 +74,22 @@ async def test_the_answer_streams_piece_by_piece_escaped_and_is_saved_with_its_j
 
 
 async def test_a_replay_model_says_plainly_it_cannot_answer_other_prompts(replay_model):
+    """A question it has no recorded answer to fails with the reason: no answer is saved, so nothing is
+    evaluated, put on-chain or offered for rating (issue 18: a refusal is never an answer)."""
     from asgiref.sync import sync_to_async
     model, writing = replay_model
     alice = await sync_to_async(user)("alice")
     conversation = await sync_to_async(start_conversation)(alice, model, writing)
-    await ask(conversation, alice, "What is the capital of France?")
+    frames = await ask(conversation, alice, "What is the capital of France?")
+    assert "answers only its recorded MT-Bench questions" in "".join(frames)
     interaction = await sync_to_async(Interaction.objects.get)(conversation=conversation)
-    assert interaction.answer == REPLAY_REFUSAL
+    assert (interaction.status, interaction.answer) == ("failed", "")
+    assert "answers only its recorded MT-Bench questions" in interaction.error
     # A follow-up asked out of order is not a known turn either.
     await ask(conversation, alice, FOLLOW_UP)
     second = await sync_to_async(Interaction.objects.filter(conversation=conversation).last)()
-    assert second.answer == REPLAY_REFUSAL
+    assert (second.status, second.answer) == ("failed", "")
+    assert not await sync_to_async(EvaluationJob.objects.exists)()
 
 
 async def test_empty_prompts_and_strangers_are_refused(replay_model):
