@@ -88,13 +88,17 @@ class ModelList(APIView):
 
     @extend_schema(
         summary="Register a model (developers only)",
-        description="Stores the metadata on IPFS and queues addModel from the developer's address.",
+        description="Tests the endpoint first (its model list, the model's name there, the API key, a one-token "
+                    "completion): when a step fails, 400 with `endpoint` saying why in the endpoint's own words, "
+                    "and nothing is saved. Then stores the metadata on IPFS and queues addModel from the "
+                    "developer's address.",
         request=ModelFieldsSerializer,
         responses={201: ModelSerializer, 400: FIELD_ERRORS, 403: FORBIDDEN})
     def post(self, request):
         fields = ModelFieldsSerializer(data=request.data)
         fields.is_valid(raise_exception=True)
         try:
+            registry.check_endpoint(request.user, fields.to_fields())
             model = registry.register_model(request.user, fields.to_fields())
         except PermissionError as exc:
             raise PermissionDenied(str(exc)) from exc

@@ -57,6 +57,37 @@ class Endpoint:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
 
+@dataclass(frozen=True)
+class EndpointTest:
+    """What trying an endpoint found: the steps that passed, in plain words, and the failure that
+    stopped it (with the endpoint's own answer), or "" when every step passed."""
+
+    passed: tuple[str, ...]
+    failure: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.failure
+
+
+def _root_cause(exc: BaseException) -> str:
+    """What the operating system said under httpx's wrapping ("connection refused", not "All
+    connection attempts failed")."""
+    while (exc.__cause__ or exc.__context__) is not None:
+        exc = exc.__cause__ or exc.__context__
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    return str(exc) or type(exc).__name__
+
+
+def _refusal(step: str, response: httpx.Response) -> str:
+    """A non-200 answer to one step of an endpoint test, in plain words with the endpoint's own."""
+    said = str(_error_for(response, response.content))
+    if response.status_code in (401, 403):
+        return f"the endpoint refused the API key: {said}"
+    return f"{step} failed: {said}"
+
+
 def _unavailable(endpoint: Endpoint, exc: httpx.TransportError) -> EndpointUnavailable:
     """A transport failure (timeout, refused connection, broken stream) as the gateway's error."""
     what = "timed out" if isinstance(exc, httpx.TimeoutException) else "is unreachable"
@@ -158,6 +189,45 @@ class Gateway:
             raise BadResponse(f"{endpoint.base_url}/models is not an OpenAI model list") from exc
         if endpoint.model not in ids:
             raise EndpointRefused(f"{endpoint.base_url} does not serve {endpoint.model!r} (it lists {ids[:5]})")
+
+    async def test_endpoint(self, endpoint: Endpoint) -> EndpointTest:
+        """Try an endpoint before it is registered, once per step and in order, stopping at the
+        first failure: its model list, the model's name there, the API key, a one-token completion.
+        Never raises for what the endpoint does: the result says it in plain words."""
+        passed: list[str] = []
+        try:
+            async with self._client() as client:
+                response = await client.get(endpoint.url("models"), headers=endpoint.headers())
+                if response.status_code != 200:
+                    return EndpointTest(tuple(passed), _refusal("asking for its model list", response))
+                try:
+                    ids = [str(m["id"]) for m in response.json()["data"]]
+                except (ValueError, KeyError, TypeError):
+                    return EndpointTest(tuple(passed), f"{endpoint.url('models')} answered, but not with an "
+                                                       f"OpenAI model list: {response.text[:200]!r}")
+                passed.append(f"{endpoint.url('models')} lists {len(ids)} model(s)")
+                if endpoint.model not in ids:
+                    return EndpointTest(tuple(passed), f"the endpoint does not list {endpoint.model!r}; "
+                                                       f"it lists {', '.join(map(repr, ids[:10])) or 'none'}")
+                passed.append(f"it lists {endpoint.model!r}")
+                response = await client.post(
+                    endpoint.url("chat/completions"), headers=endpoint.headers(),
+                    json={"model": endpoint.model, "messages": [{"role": "user", "content": "Say OK."}],
+                          "max_tokens": 1, "temperature": 0, "stream": False})
+                if response.status_code != 200:
+                    return EndpointTest(tuple(passed), _refusal("a one-token completion", response))
+                passed.append("it accepted the API key" if endpoint.api_key else "it needs no API key")
+                try:
+                    text = response.json()["choices"][0]["message"]["content"]
+                except (ValueError, KeyError, IndexError, TypeError):
+                    return EndpointTest(tuple(passed), f"a one-token completion came back as something that is "
+                                                       f"not a chat completion: {response.text[:200]!r}")
+                passed.append(f"it answered a one-token completion ({text!r})")
+        except httpx.TransportError as exc:  # timeouts included
+            if isinstance(exc, httpx.TimeoutException):
+                return EndpointTest(tuple(passed), f"{endpoint.base_url} did not answer in time ({type(exc).__name__})")
+            return EndpointTest(tuple(passed), f"{endpoint.base_url} cannot be reached: {_root_cause(exc)}")
+        return EndpointTest(tuple(passed))
 
 
 async def _sse_text(response: httpx.Response) -> AsyncIterator[str]:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlparse
 
+import httpx
+from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -18,11 +20,15 @@ from lib.cid import parse as parse_cid
 from lib.ids import hex32
 
 from .accounts import profile_of
+from .gateway import Endpoint, EndpointTest, Gateway
 from .models import RegisteredModel
-from .providers import encrypt_api_key
+from .providers import decrypt_api_key, encrypt_api_key
 from .roles import role_dependency
 
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.: ")
+# Trying an endpoint holds the developer's request: a dead host fails within seconds, and a slow
+# model gets half a minute for one token.
+ENDPOINT_TEST_TIMEOUT = httpx.Timeout(connect=5.0, read=30.0, write=10.0, pool=5.0)
 
 
 @dataclass
@@ -93,6 +99,35 @@ def check_fields(user, fields: ModelFields, *, instance: RegisteredModel | None 
     if errors:
         raise ValidationError(errors)
     return contexts
+
+
+class EndpointTestFailed(ValidationError):
+    """The endpoint a registration names failed its test; `test` holds what passed and why it stopped."""
+
+    def __init__(self, test: EndpointTest):
+        super().__init__({"endpoint": [f"Nothing was saved: {test.failure}."]})
+        self.test = test
+
+
+def check_endpoint(user, fields: ModelFields, *, instance: RegisteredModel | None = None,
+                   gateway: Gateway | None = None) -> EndpointTest:
+    """Authorise and validate as check_fields does, then try the endpoint the fields name through
+    the gateway (its model list, the model's name there, the API key, a one-token completion).
+
+    Changes nothing. Raises EndpointTestFailed (a ValidationError under "endpoint") when a step
+    fails; returns what passed. On an edit, an empty API key means the stored one. A model with no
+    endpoint (a replay) has nothing to try.
+    """
+    kind = instance.kind if instance is not None else fields.kind
+    check_fields(user, replace(fields, kind=kind), instance=instance)
+    if kind != RegisteredModel.Kind.OPENAI:
+        return EndpointTest(())
+    api_key = fields.api_key or (decrypt_api_key(instance.api_key_encrypted) if instance is not None else "")
+    endpoint = Endpoint(check_endpoint_url(fields.endpoint_url), fields.endpoint_model.strip(), api_key)
+    test = async_to_sync((gateway or Gateway(timeout=ENDPOINT_TEST_TIMEOUT, retries=0)).test_endpoint)(endpoint)
+    if not test.ok:
+        raise EndpointTestFailed(test)
+    return test
 
 
 def _metadata(owner_address: str, fields: ModelFields, contexts: list[Context]) -> dict:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
-from django.http import HttpResponseForbidden
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -74,7 +74,7 @@ def rating(request, pk):
     interaction = get_object_or_404(Interaction.objects.select_related(
         "conversation__user__profile", "conversation__model", "conversation__context"), pk=pk)
     if interaction.conversation.user_id != request.user.id:
-        return HttpResponseForbidden("Only the person who had this conversation can rate its answers.")
+        raise PermissionDenied("Only the person who had this conversation can rate its answers.")
     errors, status = None, 200
     if request.method == "POST":
         try:
@@ -82,7 +82,7 @@ def rating(request, pk):
         except ValidationError as exc:
             errors, status = exc.message_dict, 400
         except PermissionError as exc:
-            return HttpResponseForbidden(str(exc))
+            raise PermissionDenied(str(exc)) from exc
         interaction = Interaction.objects.get(pk=pk)
     preview = None
     if getattr(interaction, "rating", None) is None:
@@ -115,7 +115,7 @@ def chat_new(request):
 def conversation(request, pk):
     conv = get_object_or_404(Conversation.objects.select_related("model", "context"), pk=pk)
     if conv.user_id != request.user.id:
-        return HttpResponseForbidden("This is not your conversation.")
+        raise PermissionDenied("This is not your conversation.")
     interactions = conv.interactions.select_related("evaluation__outbox_item__transaction", "rating")
     preview = ratings.weight_preview(request.user.profile.address) if any(
         i.status == "done" and getattr(i, "rating", None) is None for i in interactions) else None
@@ -130,16 +130,6 @@ def models_index(request):
     return render(request, "chat/models.html", {"models": models, "can_register": bool(profile and profile.is_developer)})
 
 
-def _attempt(action):
-    """Run a domain call for a form: (result, {}, 200), or (None, field errors, 400 or 403)."""
-    try:
-        return action(), {}, 200
-    except ValidationError as exc:
-        return None, exc.message_dict, 400
-    except PermissionError as exc:
-        return None, {"form": [str(exc)]}, 403
-
-
 def _fields_from(post) -> registry.ModelFields:
     return registry.ModelFields(
         name=post.get("name", ""), provider=post.get("provider", ""), endpoint_url=post.get("endpoint_url", ""),
@@ -148,38 +138,65 @@ def _fields_from(post) -> registry.ModelFields:
         parameters=post.get("parameters", ""), contexts=tuple(post.getlist("contexts")))
 
 
+def _submit(request, save, instance=None):
+    """A registration or an edit from the form: try the endpoint first, then save, unless the
+    developer only asked for the test. Returns (the saved model or None, what the endpoint test
+    found or None, field errors, status)."""
+    fields, test = _fields_from(request.POST), None
+    try:
+        test = registry.check_endpoint(request.user, fields, instance=instance)
+        if request.POST.get("action") == "test":
+            return None, test, {}, 200
+        return save(fields), test, {}, 200
+    except registry.EndpointTestFailed as exc:
+        return None, exc.test, exc.message_dict, 400
+    except ValidationError as exc:
+        return None, test, exc.message_dict, 400
+    except PermissionError as exc:
+        return None, test, {"form": [str(exc)]}, 403
+
+
+def _saved(request, model, test, what: str):
+    messages.success(request, f"{model.name} {what}. The endpoint test passed: {'; '.join(test.passed)}."
+                     if test.passed else f"{model.name} {what}.")
+    return redirect("model", model.pk)
+
+
 @login_required
 def model_new(request):
     profile = accounts.profile_of(request.user)
     if profile is None or not profile.is_developer:
         return render(request, "chat/model_form.html", {"forbidden": True}, status=403)
-    errors, status = {}, 200
+    test, errors, status = None, {}, 200
     if request.method == "POST":
-        model, errors, status = _attempt(lambda: registry.register_model(request.user, _fields_from(request.POST)))
+        model, test, errors, status = _submit(request, lambda fields: registry.register_model(request.user, fields))
         if model is not None:
-            return redirect("model", model.pk)
-    return render(request, "chat/model_form.html", {"errors": errors, "values": request.POST, "contexts": _contexts()},
-                  status=status)
+            return _saved(request, model, test, "is registered; addModel is queued for the chain")
+    return render(request, "chat/model_form.html", {
+        "errors": errors, "values": request.POST, "contexts": _contexts(), "test": test,
+        "selected": request.POST.getlist("contexts")}, status=status)
 
 
 @login_required
 def model_edit(request, pk):
     model = get_object_or_404(RegisteredModel.objects.prefetch_related("contexts"), pk=pk)
     if model.owner_id != request.user.id:
-        return HttpResponseForbidden("Only the model's owner can edit it.")
-    errors, status = {}, 200
+        raise PermissionDenied("Only the model's owner can edit it.")
+    test, errors, status = None, {}, 200
     values = request.POST if request.method == "POST" else {
         "name": model.name, "provider": model.provider, "endpoint_url": model.endpoint_url,
         "endpoint_model": model.endpoint_model, "parameters": model.parameters, "licence": model.licence,
         "description": model.description}
     if request.method == "POST":
-        updated, errors, status = _attempt(lambda: registry.update_model(request.user, model, _fields_from(request.POST)))
+        updated, test, errors, status = _submit(
+            request, lambda fields: registry.update_model(request.user, model, fields), instance=model)
         if updated is not None:
-            return redirect("model", model.pk)
+            return _saved(request, updated, test, "is saved")
     selected = request.POST.getlist("contexts") if request.method == "POST" else [
         c.context_id for c in model.contexts.all()]
     return render(request, "chat/model_form.html", {"errors": errors, "values": values, "contexts": _contexts(),
-                                                    "selected": selected, "model": model}, status=status)
+                                                    "selected": selected, "model": model, "test": test},
+                  status=status)
 
 
 def model_page(request, pk):
@@ -197,5 +214,5 @@ def model_toggle(request, pk):
     try:
         registry.set_enabled(request.user, model, request.POST.get("enabled") == "1")
     except PermissionError as exc:
-        return HttpResponseForbidden(str(exc))
+        raise PermissionDenied(str(exc)) from exc
     return redirect("model", model.pk)

@@ -13,9 +13,11 @@ from playwright.sync_api import expect
 
 from apps.chain.models import Context, OutboxItem
 from apps.chat.accounts import profile_of
+from apps.chat.models import RegisteredModel
 from apps.chat.registry import ModelFields, register_model
 from apps.chat.replay import import_mtbench
 from tests.chat.factories import write_mtbench
+from tests.openai_endpoint import OpenAIEndpoint, dead_url
 from tests.personas import PASSWORD, developer, user
 
 pytestmark = [pytest.mark.browser, pytest.mark.chain, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -203,7 +205,7 @@ def fill_model_form(page, *, name: str, endpoint_url: str) -> None:
     page.get_by_role("button", name="Register").click()
 
 
-def test_a_developer_registers_a_model_and_it_reaches_the_chain(site, page, shot):
+def test_a_developer_registers_a_model_and_it_reaches_the_chain(site, page, shot, request):
     dev = developer("devon")
     address = profile_of(dev).address
     site.wait("the developer's registration on-chain", lambda: OutboxItem.objects.filter(
@@ -220,8 +222,22 @@ def test_a_developer_registers_a_model_and_it_reaches_the_chain(site, page, shot
     expect(page.get_by_label("Name", exact=True)).to_have_value("tiny-7b")  # the form keeps what was typed
     shot(page, "model-form-bad-url")
 
-    fill_model_form(page, name="tiny-7b", endpoint_url="http://models.example.org:8000/v1")
+    # A dead port is refused in plain words before anything is saved; the ticked context stays ticked.
+    page.get_by_label("math", exact=True).check()  # the label's text ticks its own checkbox
+    dead = dead_url()
+    fill_model_form(page, name="tiny-7b", endpoint_url=dead)
+    expect(page.locator("section.endpoint-test p.error")).to_have_text(
+        f"✗ Nothing was saved: {dead} cannot be reached: connection refused.")
+    expect(page.get_by_label("math", exact=True)).to_be_checked()
+    shot(page, "model-form-dead-endpoint")
+    assert not RegisteredModel.objects.filter(name="tiny-7b").exists()
+
+    endpoint = OpenAIEndpoint(models=("tiny-7b",))
+    request.addfinalizer(endpoint.close)
+    fill_model_form(page, name="tiny-7b", endpoint_url=endpoint.url)
     expect(page).to_have_url(re.compile(r"/models/\d+/$"))
+    expect(page.locator("ul.messages")).to_contain_text(
+        "tiny-7b is registered; addModel is queued for the chain. The endpoint test passed:")
     expect(page.locator("h1")).to_have_text("tiny-7b")
     expect(page.locator("a.cid")).to_have_text(re.compile(r"^baf[a-z2-7]{50,}$"))
     expect(page.locator("dd.onchain")).to_contain_text(re.compile(r"addModel|registered in block"))

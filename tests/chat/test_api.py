@@ -16,6 +16,7 @@ from apps.chat.providers import decrypt_api_key
 from apps.chat.registry import ModelFields, register_model
 from apps.chat.replay import import_mtbench
 from apps.oracle.models import EvaluationJob
+from tests.openai_endpoint import OpenAIEndpoint
 from tests.personas import PASSWORD, developer, outsider, user
 
 from .factories import make_contexts, write_mtbench
@@ -112,7 +113,9 @@ def test_models_filter_by_context_and_by_running(tiny, replay_model, contexts):
 
 def test_a_developer_registers_a_model_through_the_api(dave, contexts):
     client = as_user(dave)
-    response = client.post("/api/models", registration(contexts=[contexts[0].context_id]), format="json")
+    with OpenAIEndpoint(models=("api",), api_key=SECRET) as endpoint:  # tested before it is saved
+        response = client.post("/api/models", registration(contexts=[contexts[0].context_id],
+                                                           endpoint_url=endpoint.url), format="json")
     assert response.status_code == 201, response.content
     body = response.json()
     model = RegisteredModel.objects.get(name="api-7b")
@@ -307,7 +310,12 @@ def test_session_clients_post_with_their_csrf_token(dave):
 
 def test_api_keys_never_appear_in_any_response(dave, replay_model, contexts):
     client = as_user(dave)
-    created = client.post("/api/models", registration(), format="json")
+    with OpenAIEndpoint(models=("api",), api_key=SECRET) as endpoint:
+        created = client.post("/api/models", registration(endpoint_url=endpoint.url), format="json")
+        refused = client.post("/api/models", registration(name="api-8b", endpoint_url=endpoint.url,
+                                                          api_key=SECRET + "x"), format="json")
+    assert refused.status_code == 400 and "refused the API key" in refused.json()["endpoint"][0]
+    assert SECRET not in refused.content.decode()
     pk = created.json()["id"]
     conv = client.post("/api/conversations", {"model": replay_model.pk, "context": contexts[0].context_id},
                        format="json").json()["id"]
