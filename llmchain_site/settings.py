@@ -43,6 +43,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "llmchain_site.errors.DebugNotFoundPage",  # outside CommonMiddleware: after its slash redirect
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -192,7 +193,11 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"web3": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
+    # Every line once, through the root's handler: Django's own "django" logger (which also takes
+    # daphne's request lines, "django.channels.server") would print to its console handler and then
+    # again through the root. Configuring it here drops its handlers and lets it propagate.
+    "loggers": {"django": {"level": "INFO"}, "web3": {"level": "WARNING"}, "urllib3": {"level": "WARNING"},
+                "httpx": {"level": "WARNING"}},
 }
 
 # Secrets that encrypt per-account signing keys at rest. The first encrypts, all decrypt:

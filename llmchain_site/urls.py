@@ -1,8 +1,20 @@
 from django.contrib import admin
+from django.http import HttpResponsePermanentRedirect
+from django.templatetags.static import static
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+handler403 = "llmchain_site.errors.permission_denied"
+handler404 = "llmchain_site.errors.page_not_found"
+
+
+def favicon(request):
+    """Pages link static/favicon.svg; what asks for /favicon.ico anyway (the API docs, a bookmark) finds it."""
+    return HttpResponsePermanentRedirect(static("favicon.svg"))
+
+
 urlpatterns = [
+    path("favicon.ico", favicon),
     path("admin/", admin.site.urls),
     path("", include("apps.chain.urls")),
     path("", include("apps.chat.urls")),
