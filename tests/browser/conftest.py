@@ -324,7 +324,7 @@ def page(chromium, site, shot, request):
     context.add_init_script(TRACK_SOCKETS)
     page = context.new_page()
     page.console_errors = []
-    page.on("console", lambda msg: msg.type == "error" and not msg.location.get("url", "").endswith("/favicon.ico")
+    page.on("console", lambda msg: msg.type == "error"  # a favicon 404 too: the site serves one
             and page.console_errors.append(f"{msg.text} ({msg.location.get('url')})"))
     page.on("pageerror", lambda exc: page.console_errors.append(str(exc)))
     try:
