@@ -1,4 +1,8 @@
-"""The demo a newcomer sees after `make run`: contexts and accounts, queued like any call."""
+"""The contexts a fresh site starts with (`make run`), queued like any call.
+
+They are the site's, not demo data: chat, the registry and the boards need contexts, and nothing
+else creates them. The demo itself (replay, debates, accounts) is ops/demo.py.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,8 @@ from eth_utils import keccak
 from lib.ids import hex32
 
 from . import outbox
-from .keys import admin_address, store_key
-from .models import OutboxItem, SigningKey
+from .keys import admin_address
+from .models import OutboxItem
 
 # The eight MT-Bench categories: the contexts the replay data (../shared/data/mt_bench) uses.
 DEMO_CONTEXTS = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
@@ -23,15 +27,9 @@ def queue_context(name: str):
     return outbox.enqueue("addContext", admin_address(), {"contextId": context_id(name), "name": name})
 
 
-def seed_demo() -> int:
-    """Queue the demo contexts and a demo developer and user; returns how many calls were new."""
+def seed_contexts() -> int:
+    """Queue the starting contexts; returns how many calls were new (0 on every later start)."""
     before = OutboxItem.objects.count()
-    admin = admin_address()
     for name in DEMO_CONTEXTS:
         queue_context(name)
-    for label, role in (("demo developer", "developer"), ("demo user", "user")):
-        row = SigningKey.objects.filter(label=label).first()
-        if row is None:
-            row = store_key(keccak(text=f"llmchain demo {label}"), label)  # deterministic, local only
-        outbox.enqueue("register", admin, {"account": row.address, "role": role})
     return OutboxItem.objects.count() - before

@@ -3,6 +3,7 @@ from django.urls import path
 from . import api
 from .views.board import board
 from .views.model import model_reputation
+from .views.replay import replay_line
 from .views.verify import verify
 
 urlpatterns = [
@@ -12,4 +13,5 @@ urlpatterns = [
     path("api/boards/<str:context_id>", api.BoardDetail.as_view(), name="api-board"),
     path("reputation/<str:model_id>/", model_reputation, name="model-reputation"),
     path("verify/", verify, name="board-verify"),
+    path("boards/replay-progress", replay_line, name="replay-progress"),
 ]

@@ -2,12 +2,12 @@
 
 Started here: an anvil node with the contracts deployed (block time 1 s, free gas), the ledger
 worker (`manage.py chain work`) and the site (`manage.py runserver`: daphne, so websockets work),
-both as subprocesses on the pytest test database; the demo contexts, indexed by that worker; the
+both as subprocesses on the pytest test database; the starting contexts, indexed by that worker; the
 built-in model server (tests/conftest.py); and a Chromium page per test.
 
 The tests are transactional (`django_db(transaction=True)`): their rows are committed, so the
 subprocesses see them, and the database is flushed after each test. The worker is therefore
-started per test and stopped before the flush; each test re-seeds the demo, which the new worker
+started per test and stopped before the flush; each test re-seeds the starting contexts, which the new worker
 re-indexes from the chain (the chain itself lives for the whole session).
 """
 
@@ -234,7 +234,7 @@ class Site:
 
 @pytest.fixture
 def site(transactional_db, settings, browser_chain, site_env, web, worker, request) -> Site:
-    """The running site with the demo contexts on-chain and indexed. This test process shares the
+    """The running site with the starting contexts on-chain and indexed. This test process shares the
     database, the chain and the IPFS directory with the site's processes."""
     settings.LLMCHAIN_RPC_URL = browser_chain.url
     settings.LLMCHAIN_DEPLOYMENT = browser_chain.deployment_file
@@ -243,12 +243,12 @@ def site(transactional_db, settings, browser_chain, site_env, web, worker, reque
     settings.LLMCHAIN_ORACLE_KEY = DEV_KEYS[1]
     request.node._browser_logs = {web.name: web.log_file, worker.name: worker.log_file}
 
-    from apps.chain.demo import seed_demo
+    from apps.chain.demo import seed_contexts
     from apps.chain.models import Context
 
-    seed_demo()
+    seed_contexts()
     site = Site(web.url, browser_chain, web, worker, settings.LLMCHAIN_IPFS_DIR, site_env)
-    site.wait(f"the worker to index the {DEMO_CONTEXT_COUNT} demo contexts",
+    site.wait(f"the worker to index the {DEMO_CONTEXT_COUNT} starting contexts",
               lambda: Context.objects.count() >= DEMO_CONTEXT_COUNT, 60)
     return site
 

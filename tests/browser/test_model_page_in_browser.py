@@ -1,6 +1,6 @@
 """Real-browser test of the model reputation page: a replay model is registered (metadata on IPFS,
 addModel through the outbox), evaluated on the real chain (three autoEvals from the oracle, two of
-them rated by the demo user), indexed by the running worker; then a visitor opens the board,
+them rated by a user of its own), indexed by the running worker; then a visitor opens the board,
 clicks the model and sees its verified metadata, its REP per context and the Chart.js chart of
 Ra, Rh and R drawn from the same history as the tables. Screenshots go to
 test-artifacts/screenshots/."""
@@ -16,9 +16,9 @@ from playwright.sync_api import expect
 from apps.chain import outbox
 from apps.chain.client import ChainClient
 from apps.chain.evidence import default_store
-from apps.chain.keys import oracle_address
+from apps.chain.keys import admin_address, new_key, oracle_address
 from apps.chain.ledger import default_ledger
-from apps.chain.models import Context, Interaction, LedgerModel, Registration, SigningKey
+from apps.chain.models import Context, Interaction, LedgerModel, Registration
 from apps.chat.models import RegisteredModel
 from apps.chat.replay import import_mtbench
 from apps.leaderboard.models import BoardEntry
@@ -33,7 +33,7 @@ GLOBAL = "0x" + "00" * 32
 DAY_S = 86_400
 NAME = "tidewatch-7b"  # a name of its own: the chain lives for the whole test session
 QUESTION = "Describe a tide pool at noon in one sentence."
-# (Sa, wa) of three automatic evaluations; the first two are then rated by the demo user.
+# (Sa, wa) of three automatic evaluations; the first two are then rated by the test's user.
 SCORES = [(0.9, 0.5), (0.4, 0.5), (0.75, 0.5)]
 RATINGS = [{"reliability": 5, "completeness": 5, "utility": 4, "familiarity": 4, "trust": 5, "uncertainty": 1},
            {"reliability": 2, "completeness": 2, "utility": 3, "familiarity": 3, "trust": 4, "uncertainty": 2}]
@@ -67,8 +67,9 @@ def register_replay_model(tmp_path) -> RegisteredModel:
 def evaluate_on_chain(site, model: RegisteredModel, context: Context) -> list[str]:
     """Queue what the oracle and a rating would queue: autoEval with its evidence on IPFS, then humEval
     and updateReputation from the user's own key. Returns the interaction ids."""
-    user = SigningKey.objects.get(label="demo user").address
-    site.wait("the model and the demo user on-chain",
+    user = new_key(label="rater").address
+    outbox.enqueue("register", admin_address(), {"account": user, "role": "user"})
+    site.wait("the model and the user on-chain",
               lambda: LedgerModel.objects.filter(model_id=model.model_id).exists()
               and Registration.objects.filter(address__iexact=user).exists(), 60)
     # A day on, so that the user's first rating counts fully (D counts from the registration).

@@ -1,10 +1,13 @@
-"""python manage.py up: the local node, the contracts, a demo, the ledger worker and the site."""
+"""python manage.py up: the local node, the contracts, the workers, the demo and the site."""
 
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -14,7 +17,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from apps.chain import indexer
 from apps.chain.client import ChainError, account_from_key
-from apps.chain.demo import seed_demo
+from apps.chain.demo import DEMO_CONTEXTS, seed_contexts
 from apps.chain.deploy import deploy, grant_role
 from apps.chain.keys import oracle_address
 from apps.chain.ledger import Deployment, default_client
@@ -24,6 +27,8 @@ from apps.chat.builtin import ensure_builtin_model
 from apps.leaderboard import entries
 from apps.leaderboard.models import BoardEntry
 
+from ...demo import ROLE_PAGES, DemoAccount, ensure_accounts
+
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
 
@@ -32,7 +37,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--addr", default="127.0.0.1:8000", help="where the site listens")
-        parser.add_argument("--no-demo", action="store_true")
+        parser.add_argument("--no-demo", action="store_true",
+                            help="no demo data: no replay, debates, meta-evaluation run nor demo accounts")
         parser.add_argument("--no-model", action="store_true", help="do not start the built-in model server")
 
     def handle(self, *args, addr, no_demo, no_model=False, **opts):
@@ -41,11 +47,13 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, interrupt)  # stop the children on `kill` too, not only Ctrl-C
         children: list = []
+        accounts: list[DemoAccount] = []
+        announced = threading.Event()
         node = self._ensure_node()
         try:
             self._ensure_deployment()
-            if not no_demo:
-                self.stdout.write(f"demo: {seed_demo()} calls queued")
+            self.stdout.write(f"contexts: {', '.join(DEMO_CONTEXTS)} ({seed_contexts()} calls queued)")
+            accounts = [] if no_demo else ensure_accounts()
             children.append(self._child("chain", "work"))
             if not no_model:
                 model_url = urlparse(settings.LLMCHAIN_BUILTIN_MODEL_URL)
@@ -54,13 +62,14 @@ class Command(BaseCommand):
                 self.stdout.write(f"model: built-in {ensure_builtin_model().name} at {settings.LLMCHAIN_BUILTIN_MODEL_URL}")
             children.append(self._child("oracle", "work"))  # scores answers; also runs the health checks
             children.append(self._child("debate", "work"))  # holds the debates asked for with `debate`
-            mtbench = Path(settings.LLMCHAIN_MTBENCH_DIR)
-            if not no_demo and (mtbench / "question.jsonl").exists():
-                self.stdout.write(f"models: importing the MT-Bench replay models from {mtbench} in the background")
-                children.append(self._child("import_mtbench", str(mtbench)))
-            self.stdout.write(f"LLMChain on http://{addr}/  (Ctrl-C stops the site, the worker and the node)")
+            if not no_demo:
+                self.stdout.write("demo: filling in the background (debates, MT-Bench replay, meta-evaluation)")
+                children.append(self._child("demo"))
+            threading.Thread(target=self._announce, args=(addr, no_demo, accounts, announced), daemon=True).start()
             call_command("runserver", addr, use_reloader=False)
         finally:
+            if not announced.is_set() and any(a.password for a in accounts):  # never lose them unprinted
+                self.stdout.write(sign_in_text(f"http://{addr}", no_demo, accounts))
             for child in children:
                 if child.poll() is None:
                     child.terminate()
@@ -71,6 +80,20 @@ class Command(BaseCommand):
                     child.kill()
             if node:
                 node.stop()
+
+    def _announce(self, addr: str, no_demo: bool, accounts: list[DemoAccount], announced: threading.Event) -> None:
+        """Once the site answers (or after a minute), end the start-up output with what to open and how
+        to sign in; the demo's passwords are in it only on the start that created the accounts."""
+        host, _, port = addr.rpartition(":")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((host or "127.0.0.1", int(port)), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.3)
+        self.stdout.write(sign_in_text(f"http://{addr}", no_demo, accounts))
+        announced.set()
 
     @staticmethod
     def _child(*args: str) -> subprocess.Popen:
@@ -115,3 +138,22 @@ class Command(BaseCommand):
         """Indexed rows from before the boards' table existed: derive their entries once."""
         if Reputation.objects.exists() and not BoardEntry.objects.exists():
             self.stdout.write(f"boards: derived {entries.rebuild()} entries from the indexed tables")
+
+
+def sign_in_text(url: str, no_demo: bool, accounts: list[DemoAccount]) -> str:
+    lines = ["", f"LLMChain is up: open {url}/  (Ctrl-C stops the site, the workers and the node)"]
+    if no_demo:
+        return "\n".join([*lines, f"Sign up at {url}/signup/ (no demo: started with --no-demo)."])
+    lines.append("Demo data (filled in the background, a few minutes on a first start): the boards rank the MT-Bench "
+                 "replay models (with a progress line while the replay runs), the expert queue holds ScaleEval's "
+                 "recorded debates, /metaeval/ an example run.")
+    new = [a for a in accounts if a.password]
+    if new:
+        lines.append(f"Sign in at {url}/login/ with a demo account (passwords shown this once, stored hashed):")
+        width = max(len(a.username) for a in new)
+        lines += [f"  {a.role:<10} {a.username:<{width}}  {a.password}   then {url}{ROLE_PAGES[a.role]}" for a in new]
+    old = [a.username for a in accounts if not a.password]
+    if old:
+        lines.append(f"Demo accounts from an earlier start: {', '.join(old)} (their passwords were printed then; "
+                     "`python manage.py changepassword NAME` sets a new one). Or sign up at " f"{url}/signup/.")
+    return "\n".join(lines)

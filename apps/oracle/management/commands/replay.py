@@ -31,14 +31,19 @@ class Command(BaseCommand):
         p.add_argument("path", nargs="?", type=Path, default=None, help="MT-Bench folder (default: LLMCHAIN_MTBENCH_DIR)")
         p.add_argument("--models", nargs="*", help="only these replay models")
         p.add_argument("--turns", type=int, choices=(1, 2), default=2)
+        p.add_argument("--per-category", type=int, metavar="N",
+                       help="only the first N questions of each category (a representative subset)")
         p.add_argument("--work", action="store_true", help="run the oracle and ledger workers in this process")
         p.add_argument("--no-wait", action="store_true", help="queue and return")
         p.add_argument("--timeout", type=float, default=3600)
 
-    def handle(self, *args, dataset, path=None, models=None, turns=2, work=False, no_wait=False, timeout=3600, **_):
+    def handle(self, *args, dataset, path=None, models=None, turns=2, per_category=None, work=False, no_wait=False,
+               timeout=3600, **_):
         path = path or Path(settings.LLMCHAIN_MTBENCH_DIR)
+        if per_category is not None and per_category < 1:
+            raise CommandError(f"--per-category must be at least 1, not {per_category}")
         try:
-            ids, new = queue_mtbench(path, models=models, turns=turns)
+            ids, new = queue_mtbench(path, models=models, turns=turns, per_category=per_category)
         except ImportError_ as exc:
             raise CommandError(str(exc)) from exc
         if not ids:
