@@ -1,6 +1,6 @@
 """Import ScaleEval's recorded agent debates (seed 003; data from GAIR-NLP/scaleeval).
 
-Layout of PATH (the scaleeval folder):
+Layout of PATH (the scaleeval folder; its results/ folder is accepted as well):
   results/<a>_vs_<b>/<criterion>/multiagent_score/<scenario>.jsonl  a JSON array (despite the name)
       of debates: id, Question, Submission 1, Submission 2, and per speaker and round
       "Speaker N - Initial Evaluation" / "Speaker N - Discussion Round R" = {reasoning, score}
@@ -117,20 +117,32 @@ class ImportReport:
                 "unparseable_turns": self.total("unparseable_turns")}
 
 
+RESULTS_PATTERN = "*/*/multiagent_score/*.jsonl"
+
+
+def data_root(path: Path) -> Path:
+    """The scaleeval folder, given it or its results/ folder itself (what a user is as likely to give)."""
+    path = Path(path)
+    if not path.is_dir():
+        raise ScaleEvalError(f"{path} is not a folder: PATH must be the scaleeval folder (with results/) "
+                             "or its results/ folder")
+    if not (path / "results").is_dir() and next(path.glob(RESULTS_PATTERN), None) is not None:
+        return path.parent
+    return path
+
+
 def results_files(root: Path) -> list[Path]:
-    root = Path(root)
-    if not root.is_dir():
-        raise ScaleEvalError(f"{root} is not a folder: PATH must be the scaleeval folder (with results/)")
-    files = sorted((root / "results").glob("*/*/multiagent_score/*.jsonl"))
+    files = sorted((root / "results").glob(RESULTS_PATTERN))
     if not files:
-        raise ScaleEvalError(f"no debates under {root / 'results'}: expected "
-                             "results/<a>_vs_<b>/<criterion>/multiagent_score/<scenario>.jsonl")
+        raise ScaleEvalError(f"no debates under {root}: give the scaleeval folder (with results/) or its "
+                             "results/ folder, holding <a>_vs_<b>/<criterion>/multiagent_score/<scenario>.jsonl")
     return files
 
 
-def import_scaleeval(root: Path) -> ImportReport:
-    """Import every results file under PATH; a bad file is reported in its FileReport, never half-imported."""
-    root = Path(root)
+def import_scaleeval(path: Path) -> ImportReport:
+    """Import every results file under PATH (the scaleeval folder or its results/ folder); a bad file is
+    reported in its FileReport, never half-imported."""
+    root = data_root(path)
     files = results_files(root)
     responses = Responses(root / "responses")
     report = ImportReport()

@@ -23,13 +23,21 @@ class ImportError_(ValueError):
     pass
 
 
-def read_questions(root: Path) -> dict[int, dict]:
-    path = root / "question.jsonl"
-    if not path.exists():
-        raise ImportError_(f"{path} is missing: PATH must be an MT-Bench folder with question.jsonl "
-                           "and model_answer/")
+def mtbench_root(path: Path) -> Path:
+    """The MT-Bench folder (question.jsonl, model_answer/), given it, the folder that holds it
+    (mt_bench/), or its model_answer/ folder: whichever a user is likely to give."""
+    path = Path(path)
+    for root in (path, path / "mt_bench", path.parent):
+        if (root / "question.jsonl").is_file():
+            return root
+    raise ImportError_(f"no question.jsonl in {path}: PATH must be the MT-Bench folder (question.jsonl and "
+                       "model_answer/) or the folder that holds it as mt_bench/")
+
+
+def read_questions(path: Path) -> dict[int, dict]:
+    """The questions of the MT-Bench folder at `path` (or under it, see mtbench_root)."""
     questions = {}
-    for line in path.read_text().splitlines():
+    for line in (mtbench_root(path) / "question.jsonl").read_text().splitlines():
         if line.strip():
             q = json.loads(line)
             questions[int(q["question_id"])] = q
@@ -53,8 +61,9 @@ def ensure_contexts(names=DEMO_CONTEXTS, wait_s: float = 120) -> list[Context]:
 
 def import_mtbench(root: Path, *, contexts: list[Context], models: list[str] | None = None,
                    progress=print) -> dict:
-    """Register one replay model per answer file; returns counts. Running it again adds nothing."""
-    root = Path(root)
+    """Register one replay model per answer file of the MT-Bench folder at (or under, see
+    mtbench_root) `root`; returns counts. Running it again adds nothing."""
+    root = mtbench_root(root)
     questions = read_questions(root)
     files = sorted((root / "model_answer").glob("*.jsonl"))
     if models:

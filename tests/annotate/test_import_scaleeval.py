@@ -174,6 +174,16 @@ def test_agents_stay_unknown_when_the_sign_is_not_clear(tmp_path):
     assert set(DebateTurn.objects.values_list("agent", flat=True)) == {""}
 
 
+def test_the_results_folder_itself_imports_the_same_debates_as_its_parent(small):
+    given_results = run(small / "results")
+    assert given_results.failure == "" and given_results.counts["imported"] == 3
+    assert "results/gpt3.5_vs_claude/helpfulness/multiagent_score/opendomain_general.jsonl" in given_results.out
+    agreed = Debate.objects.get(key__endswith="/1")  # responses/ beside results/ still names the systems
+    assert (agreed.system_1, agreed.system_2) == ("claude-instant", "gpt-3.5-turbo")
+    again = run(small).counts  # the same debates, under the same keys
+    assert (again["imported"], again["skipped"]) == (0, 3)
+
+
 def test_a_second_run_imports_and_queues_nothing_new(small):
     run(small)
     again = run(small).counts
@@ -265,6 +275,12 @@ def test_a_path_without_debates_is_refused_and_changes_nothing(tmp_path, make, c
 
 
 # --- the real data ----------------------------------------------------------------------------
+
+@needs_data
+def test_the_real_data_s_root_and_its_results_folder_are_the_same_import():
+    from apps.annotate.scaleeval import data_root
+    assert data_root(DATA) == data_root(DATA / "results") == DATA
+
 
 @needs_data
 @pytest.mark.slow

@@ -20,7 +20,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("path", type=Path,
-                            help="the scaleeval folder (results/, and responses/ to name the systems)")
+                            help="the scaleeval folder (results/, and responses/ to name the systems), "
+                                 "or its results/ folder")
 
     def handle(self, *args, path, **opts):
         try:
