@@ -1,9 +1,14 @@
-"""The chat socket: a prompt comes in, the answer streams out token by token as htmx fragments."""
+"""The chat socket: a prompt comes in, the answer streams out token by token as htmx fragments, and
+every so often the whole answer so far replaces them rendered as Markdown (lib/markdown.py). The
+answer streams in a task, so Stop is heard while it streams and a second message is refused."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
+
+from asgiref.sync import sync_to_async
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -15,8 +20,13 @@ from . import conversations
 from .models import Conversation, Interaction, RegisteredModel
 from .replay import replay_questions
 
+RENDER_EVERY_S = 0.1  # the streaming answer is rendered as Markdown at most this often
+
 
 class ChatConsumer(AsyncWebsocketConsumer):
+    answering: asyncio.Task | None = None  # the answer streaming now
+    stop: asyncio.Event | None = None
+
     async def connect(self):
         self.conversation = await self._conversation()
         if self.conversation is None:
@@ -33,6 +43,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def disconnect(self, code):
         if getattr(self, "watcher", None):
             self.watcher.cancel()
+        if self.answering is not None:  # the page went away: the answer fails with what came
+            self.answering.cancel()
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
@@ -67,28 +79,66 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return Conversation.objects.select_related("model", "context").filter(pk=pk, user=user).first()
 
     async def receive(self, text_data=None, bytes_data=None):
+        """{"prompt": ...} asks; {"action": "stop"} stops the answer streaming; {"action": "regenerate" or
+        "edit", "interaction": pk[, "prompt": ...]} asks the last turn again. The answer streams in a
+        task, so that a stop (or a refused second message) is read while it streams."""
         try:
-            prompt = json.loads(text_data or "{}").get("prompt", "")
-        except (ValueError, AttributeError):
-            prompt = ""
+            data = json.loads(text_data or "{}")
+        except ValueError:
+            data = {}
+        data = data if isinstance(data, dict) else {}
+        action = data.get("action") or "send"
+        if action == "stop":
+            if self.answering is not None and not self.answering.done():
+                self.stop.set()
+                self.answering.cancel()
+            return
+        user, prompt = self.scope["user"], data.get("prompt", "")
         try:
-            interaction = await database_sync_to_async(conversations.begin_interaction)(
-                self.scope["user"], self.conversation, prompt)
+            if action in ("regenerate", "edit"):
+                interaction = await database_sync_to_async(conversations.retry_interaction)(
+                    user, self.conversation, data.get("interaction"), prompt if action == "edit" else None)
+            else:
+                interaction = await database_sync_to_async(conversations.begin_interaction)(
+                    user, self.conversation, prompt)
         except (ValidationError, PermissionError) as exc:
             message = "; ".join(sum(exc.message_dict.values(), [])) if isinstance(exc, ValidationError) else str(exc)
             await self.send(render_to_string("chat/_error.html", {"message": message}))
             return
         await self.send(render_to_string("chat/_turn_start.html", {"i": interaction}))
+        self.stop = asyncio.Event()
+        self.answering = asyncio.create_task(self._answer(interaction))
+
+    async def _answer(self, interaction: Interaction) -> None:
+        parts: list[str] = []
+        last_render = [time.monotonic(), RENDER_EVERY_S]  # when, and how long the next wait is
 
         async def send_piece(piece: str) -> None:
+            parts.append(piece)
             await self.send(render_to_string("chat/_answer_piece.html", {"i": interaction, "piece": piece}))
+            # Every so often the whole answer so far is rendered as Markdown and replaces the raw pieces;
+            # a long answer takes longer to render, so it is rendered less often (at most a quarter of the time).
+            if time.monotonic() - last_render[0] >= last_render[1]:
+                started = time.monotonic()
+                html = await sync_to_async(render_to_string, thread_sensitive=False)(
+                    "chat/_answer_render.html", {"i": interaction, "text": "".join(parts)})
+                await self.send(html)
+                last_render[:] = [time.monotonic(), max(RENDER_EVERY_S, 4 * (time.monotonic() - started))]
 
-        await conversations.answer(interaction, self.conversation.model, on_piece=send_piece,
-                                   db=database_sync_to_async)
+        try:
+            await conversations.answer(interaction, self.conversation.model, on_piece=send_piece,
+                                       db=database_sync_to_async, stop=self.stop)
+        except asyncio.CancelledError:
+            if not self.stop.is_set():
+                raise
+            asyncio.current_task().uncancel()  # stopped after the last piece: the turn is settled anyway
         # The finished turn shows its evaluation and the chain's health: database reads, so not in the loop.
-        await self.send(await database_sync_to_async(render_to_string)("chat/_turn_end.html", {"i": interaction}))
+        await self.send(await database_sync_to_async(self._turn_end)(interaction.pk))
         if self.conversation.model.kind == RegisteredModel.Kind.REPLAY:  # what it can be asked next
             await self.send(await database_sync_to_async(self._replay_questions)())
+
+    def _turn_end(self, pk: int) -> str:
+        return render_to_string("chat/_turn_end.html", {"i": Interaction.objects.get(pk=pk), "last": True})
 
     def _replay_questions(self) -> str:
         return render_to_string("chat/_replay_questions.html", {

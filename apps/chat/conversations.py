@@ -50,19 +50,41 @@ def check_prompt(user, conversation: Conversation, prompt: str) -> str:
     return prompt
 
 
-def begin_interaction(user, conversation: Conversation, prompt: str) -> Interaction:
+def begin_interaction(user, conversation: Conversation, prompt: str, replaces: Interaction | None = None) -> Interaction:
     prompt = check_prompt(user, conversation, prompt)
-    return Interaction.objects.create(conversation=conversation, prompt=prompt,
+    return Interaction.objects.create(conversation=conversation, prompt=prompt, replaces=replaces,
                                       interaction_id=hex32(secrets.token_bytes(32)))
 
 
+def check_retry(user, conversation: Conversation, pk) -> Interaction:
+    """The turn to ask again (regenerate, or edit and resend): the conversation's last one only, so
+    that no later turn was built on the answer it replaces."""
+    last = conversation.interactions.order_by("-id").first()
+    if last is None or str(last.pk) != str(pk):
+        raise ValidationError({"prompt": ["Only the last message can be asked again."]})
+    return last
+
+
+def retry_interaction(user, conversation: Conversation, pk, prompt: str | None = None) -> Interaction:
+    """Ask the last turn again, with its prompt (regenerate) or an edited one; the earlier answer is kept."""
+    last = check_retry(user, conversation, pk)
+    return begin_interaction(user, conversation, last.prompt if prompt is None else prompt,
+                             replaces=last.replaces or last)
+
+
 def history(interaction: Interaction) -> list[dict]:
-    """The messages the model sees: earlier finished turns of the conversation, then the prompt."""
+    """The messages the model sees: the earlier finished turns of the conversation (of a turn asked
+    again, only its latest attempt; before the turn this one replaces), then the prompt."""
+    before = interaction.replaces_id or interaction.id
+    earlier = list(interaction.conversation.interactions.filter(status=Interaction.Status.DONE, id__lt=before)
+                   .order_by("id"))
+    latest = {}  # first turn -> its latest finished attempt
+    for turn in earlier:
+        latest[turn.replaces_id or turn.id] = turn
     messages = []
-    for earlier in interaction.conversation.interactions.filter(
-            status=Interaction.Status.DONE, id__lt=interaction.id).order_by("id"):
-        messages += [{"role": "user", "content": earlier.prompt},
-                     {"role": "assistant", "content": earlier.answer}]
+    for turn in sorted(latest.values(), key=lambda t: t.replaces_id or t.id):
+        messages += [{"role": "user", "content": turn.prompt},
+                     {"role": "assistant", "content": turn.answer}]
     return messages + [{"role": "user", "content": interaction.prompt}]
 
 
@@ -94,22 +116,31 @@ def fail_interaction(interaction: Interaction, error: str, partial: str = "") ->
     interaction.status, interaction.error, interaction.answer = Interaction.Status.FAILED, error, partial
 
 
+def stop_interaction(interaction: Interaction, partial: str) -> None:
+    """The user stopped the answer: what came is kept, and nothing is evaluated (not a whole answer)."""
+    now = timezone.now()
+    Interaction.objects.filter(pk=interaction.pk).update(
+        answer=partial, status=Interaction.Status.STOPPED, finished_at=now)
+    interaction.status, interaction.answer, interaction.finished_at = Interaction.Status.STOPPED, partial, now
+
+
 def answer_params() -> dict:
     return {"max_tokens": settings.LLMCHAIN_ANSWER_MAX_TOKENS}
 
 
 async def answer(interaction: Interaction, model: RegisteredModel, *,
                  on_piece: Callable[[str], Awaitable[None]] | None = None, gateway: Gateway | None = None,
-                 db=sync_to_async) -> GatewayError | None:
+                 db=sync_to_async, stop: asyncio.Event | None = None) -> GatewayError | None:
     """Ask the model, hand each piece of its answer to `on_piece`, then settle the interaction:
-    done (saved with its evaluation job) or failed, never left "streaming".
+    done (saved with its evaluation job), failed, or stopped, never left "streaming".
 
     Returns the endpoint's error when it failed. `db` wraps the database calls (consumers pass
-    channels' database_sync_to_async).
+    channels' database_sync_to_async). To stop the answer, set `stop` and cancel the task running
+    this: the interaction is then kept as stopped and the cancellation ends here.
     """
-    messages = await db(history)(interaction)
     parts: list[str] = []
     try:
+        messages = await db(history)(interaction)
         async for piece in stream_answer(model, messages, gateway, **answer_params()):
             parts.append(piece)
             if on_piece is not None:
@@ -117,10 +148,16 @@ async def answer(interaction: Interaction, model: RegisteredModel, *,
     except GatewayError as exc:
         await db(fail_interaction)(interaction, str(exc), "".join(parts))
         return exc
-    except BaseException as exc:  # the page went away, or the server failed: keep what came
-        reason = ("the page was closed before the answer finished" if isinstance(exc, asyncio.CancelledError)
-                  else "the answer failed on the server")
-        await asyncio.shield(db(fail_interaction)(interaction, reason, "".join(parts)))
+    except asyncio.CancelledError:
+        if stop is None or not stop.is_set():
+            await asyncio.shield(db(fail_interaction)(interaction, "the page was closed before the answer finished",
+                                                      "".join(parts)))
+            raise
+        await asyncio.shield(db(stop_interaction)(interaction, "".join(parts)))
+        asyncio.current_task().uncancel()
+        return None
+    except BaseException:  # the server failed: keep what came
+        await asyncio.shield(db(fail_interaction)(interaction, "the answer failed on the server", "".join(parts)))
         raise
     await db(finish_interaction)(interaction, "".join(parts))
     return None

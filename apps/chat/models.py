@@ -101,6 +101,7 @@ class Interaction(models.Model):
         STREAMING = "streaming"
         DONE = "done"
         FAILED = "failed"  # the model did not answer; nothing is evaluated
+        STOPPED = "stopped"  # the user stopped it: what came is kept, and it is not evaluated (not a whole answer)
 
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="interactions")
     interaction_id = models.CharField(max_length=66, unique=True)  # the on-chain id
@@ -108,6 +109,9 @@ class Interaction(models.Model):
     answer = models.TextField(blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.STREAMING)
     error = models.TextField(blank=True)
+    # Regenerated or edited: the first turn this one asks again. Both are kept (and each evaluated);
+    # the model's history holds the latest attempt only.
+    replaces = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries")
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
 

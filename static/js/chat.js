@@ -1,0 +1,55 @@
+// The chat page's keyboard and flow: Enter sends, Shift+Enter makes a new line; while an answer
+// streams, sending is disabled (the socket refuses a second message anyway, never queues it);
+// a code block's Copy button copies its code.
+(function () {
+  "use strict";
+
+  function streaming() {
+    return document.querySelector('#messages .turn[data-status="streaming"]') !== null;
+  }
+
+  // Every way of asking (the prompt, a replay question, regenerate, edit) waits for the answer.
+  function syncSending() {
+    var busy = streaming();
+    document.querySelectorAll(
+      '#prompt-form button[type=submit], #replay-questions button, .turn-actions button'
+    ).forEach(function (b) { b.disabled = busy; });
+    var chat = document.getElementById("chat");
+    if (chat) chat.dataset.streaming = busy ? "yes" : "no";
+  }
+
+  document.addEventListener("keydown", function (e) {
+    var box = e.target;
+    if (e.key !== "Enter" || e.shiftKey || e.isComposing || !box.matches("#prompt, .edit-prompt textarea")) return;
+    e.preventDefault();
+    var form = box.form, send = form.querySelector("button[type=submit]");
+    if (send && !send.disabled && box.value.trim()) form.requestSubmit(send);
+  });
+
+  document.addEventListener("click", function (e) {
+    var button = e.target.closest("button.copy-code");
+    if (!button) return;
+    var code = button.closest(".code-block").querySelector("pre.code").innerText;
+    var done = function () { button.textContent = "Copied"; setTimeout(function () { button.textContent = "Copy"; }, 1500); };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(code).then(done, function () { button.textContent = "Copy failed"; });
+    } else {  // plain http on a LAN address: the clipboard API is not offered, the old way still works
+      var area = document.createElement("textarea");
+      area.value = code;
+      area.setAttribute("readonly", "");
+      area.style.position = "fixed"; area.style.opacity = "0";
+      document.body.appendChild(area);
+      area.select();
+      var ok = document.execCommand("copy");
+      area.remove();
+      if (ok) done(); else button.textContent = "Copy failed";
+    }
+  });
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var messages = document.getElementById("messages");
+    if (!messages) return;
+    new MutationObserver(syncSending).observe(document.getElementById("chat"), {childList: true, subtree: true, attributes: true, attributeFilter: ["data-status"]});
+    syncSending();
+  });
+})();
