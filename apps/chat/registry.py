@@ -8,6 +8,7 @@ from urllib.parse import urlparse
 
 import httpx
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -15,7 +16,7 @@ from django.utils import timezone
 from apps.chain import outbox
 from apps.chain.evidence import default_store
 from apps.chain.models import Context, OutboxItem
-from lib import records
+from lib import outbound, records
 from lib.cid import parse as parse_cid
 from lib.ids import hex32
 
@@ -46,7 +47,8 @@ class ModelFields:
 
 
 def check_endpoint_url(url: str) -> str:
-    """An http(s) URL with a host; the error says what is wrong."""
+    """An http(s) base URL with a host, no credentials, query or fragment, at an address the outbound
+    guard lets this site call (lib/outbound.py); the error says what is wrong."""
     parsed = urlparse(url or "")
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise ValidationError({"endpoint_url": ["Give the endpoint's base URL, e.g. http://host:8000/v1."]})
@@ -62,6 +64,10 @@ def check_endpoint_url(url: str) -> str:
     except ValueError:
         if "." not in host and host != "localhost":
             raise ValidationError({"endpoint_url": [f"{host!r} is not a full host name."]}) from None
+    try:
+        outbound.check_url(url, settings.LLMCHAIN_OUTBOUND_ALLOW, endpoint=True)
+    except outbound.OutboundRefused as exc:
+        raise ValidationError({"endpoint_url": [f"Refused: {exc}."]}) from None
     return url.rstrip("/")
 
 
