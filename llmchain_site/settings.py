@@ -2,6 +2,7 @@
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 
@@ -224,6 +225,15 @@ LLMCHAIN_BUILTIN_MODEL_URL = os.environ.get("LLMCHAIN_BUILTIN_MODEL_URL", "http:
 LLMCHAIN_MODEL_CACHE = os.environ.get("LLMCHAIN_MODEL_CACHE", "")
 # The key serve_model requires as `Authorization: Bearer` (its --api-key); empty: none.
 LLMCHAIN_MODEL_API_KEY = os.environ.get("LLMCHAIN_MODEL_API_KEY", "")
+# Calls to hosts that others name (model endpoints, IPFS nodes, sites verify reads; lib/outbound.py) go
+# to public addresses only, unless listed here: comma-separated host names, addresses or networks, each
+# with an optional :port (`127.0.0.1:8100,localhost,10.0.0.0/8,[::1]`). Default: loopback on a laptop
+# (DEBUG), else the built-in model server only. Cloud metadata addresses are refused whatever it says.
+LLMCHAIN_OUTBOUND_ALLOW = os.environ.get(
+    "LLMCHAIN_OUTBOUND_ALLOW", "localhost,127.0.0.0/8,[::1]" if DEBUG else urlsplit(LLMCHAIN_BUILTIN_MODEL_URL).netloc)
+# Every answer from a model endpoint is cut at this many bytes and this many seconds in all.
+LLMCHAIN_ANSWER_MAX_BYTES = int(os.environ.get("LLMCHAIN_ANSWER_MAX_BYTES", str(2 * 1024 * 1024)))
+LLMCHAIN_ANSWER_MAX_S = float(os.environ.get("LLMCHAIN_ANSWER_MAX_S", "300"))
 # The data `make run`'s demo reads (ops/demo.py): scaleeval/ (the expert queue's debates) and
 # topical_chat_usr.json (the example meta-evaluation run); each part is skipped when absent.
 LLMCHAIN_DATA_DIR = Path(os.environ.get("LLMCHAIN_DATA_DIR", BASE_DIR.parent / "shared" / "data"))
