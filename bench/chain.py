@@ -55,6 +55,7 @@ from apps.chain.models import ChainTransaction, OutboxItem, Sender, SigningKey
 from apps.chain.node import DEV_KEYS, AnvilNode
 from apps.chain.outbox import HUM_FIELDS, check_call, idempotency_key
 from apps.chain.submitter import Submitter
+from apps.chain.work import run_worker
 from lib.reputation import WAD
 
 from .common import BenchError, Out, manage_py, percentile
@@ -191,13 +192,8 @@ class SubmitterThread:
     def _run(self) -> None:
         submitter = Submitter(self.ledger, batch_size=self.batch, owner=f"bench-thread:{os.getpid()}")
         try:
-            while not self._stop.is_set():
-                try:
-                    did = submitter.run_once()
-                except ChainError:
-                    did = None
-                if not did:
-                    self._stop.wait(0.2)
+            run_worker(submitter.run_once, idle_sleep=0.2, stop=self._stop, pause_max=0.2, say=None,
+                       survive=lambda exc: isinstance(exc, ChainError))
         except Exception as exc:  # reported by check()
             self.error = exc
         finally:

@@ -10,12 +10,16 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ChannelNameRouter, ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from apps.chain.consumers import SubmitConsumer  # noqa: E402
 from apps.chat.routing import websocket_urlpatterns  # noqa: E402
 from apps.leaderboard.fastpath import BoardResponseCache  # noqa: E402
-from apps.oracle.consumers import CHANNEL, OracleWakeConsumer  # noqa: E402
+from apps.oracle.consumers import DebateWakeConsumer, OracleWakeConsumer  # noqa: E402
+
+# Background workers (`manage.py runworker <channel>`), woken on commit when their rows are saved.
+WORKERS = (OracleWakeConsumer, DebateWakeConsumer, SubmitConsumer)
 
 application = ProtocolTypeRouter({
     "http": BoardResponseCache(django_asgi_app),
     "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
-    "channel": ChannelNameRouter({CHANNEL: OracleWakeConsumer.as_asgi()}),
+    "channel": ChannelNameRouter({worker.channel: worker.as_asgi() for worker in WORKERS}),
 })

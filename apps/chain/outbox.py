@@ -13,9 +13,11 @@ from eth_utils import is_checksum_address, keccak, to_checksum_address
 from lib.ids import is_hex32
 from lib.reputation import WAD, likert_ok
 
+from . import work
 from .ledger import CALLS, GRANTABLE_ROLES, HUM_FIELDS
 from .models import OutboxItem
 
+CHANNEL = "chain-submit"  # `manage.py runworker chain-submit` (consumers.SubmitConsumer)
 ROLE_CODES = {"user": 1, "developer": 2, "oracle": 3, "expert": 4, "registrar": 5}
 KEY_MAX_LEN = OutboxItem._meta.get_field("key").max_length
 
@@ -130,15 +132,18 @@ def idempotency_key(function: str, payload: dict) -> str:
 
 def enqueue(function: str, sender: str, payload: dict, *, depends_on: OutboxItem | None = None,
             key: str | None = None) -> OutboxItem:
-    """Queue one contract call from `sender`. Queuing the same call twice returns the first row."""
+    """Queue one contract call from `sender`. Queuing the same call twice returns the first row.
+    A new row wakes the submitter's consumer once it is committed."""
     clean = check_call(function, payload)
     if not is_checksum_address(sender):
         sender = _address(sender, "sender")
     key = key or idempotency_key(function, clean)
     try:
         with transaction.atomic():
-            return OutboxItem.objects.create(function=function, sender_address=sender, key=key,
+            item = OutboxItem.objects.create(function=function, sender_address=sender, key=key,
                                              payload=clean, depends_on=depends_on)
+            work.wake_on_commit(CHANNEL)
+            return item
     except IntegrityError:
         existing = OutboxItem.objects.get(key=key)
         if existing.payload != clean or existing.sender_address != sender:

@@ -152,7 +152,7 @@ def run_worker(step: Callable[[], object], *, idle_sleep: float, until: Callable
                 if failing_since is None:
                     failing_since = time.monotonic()
                     if say is not None:
-                        say(f"{name} unavailable: {exc}; retrying " + (
+                        say(f"{name} failing: {exc}; retrying " + (
                             f"every {wait:g} s" if wait >= pause_max else f"in {wait:g} s, then less often"))
                 stop.wait(wait)
                 wait = min(wait * 2, pause_max)
@@ -161,7 +161,7 @@ def run_worker(step: Callable[[], object], *, idle_sleep: float, until: Callable
                 continue
             if failing_since is not None:
                 if say is not None:
-                    say(f"{name} reachable again after {time.monotonic() - failing_since:.0f} s")
+                    say(f"{name} working again after {time.monotonic() - failing_since:.0f} s")
                 wait, failing_since = first_pause, None
             if until is not None and until():
                 return
@@ -197,8 +197,10 @@ def _wake(channel: str) -> None:
 
 class WakeConsumer(SyncConsumer):
     """The worker of one channel (`manage.py runworker <channel>`, routed in llmchain_site/asgi.py):
-    each wake-up runs `work()`, by default `step()` until a step does nothing. Subclasses give
-    `step` (or `work`, for a worker that must go on until something else is true)."""
+    each wake-up runs `work()`, by default `step()` until a step does nothing. Subclasses name their
+    `channel` and give `step` (or `work`, for a worker that must go on until something else is true)."""
+
+    channel: str = ""
 
     def work_wake(self, message) -> None:
         self.work()

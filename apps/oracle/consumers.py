@@ -1,23 +1,30 @@
-"""`python manage.py runworker oracle-jobs`: Channels wakes the oracle as soon as a job is saved.
+"""`python manage.py runworker oracle-jobs debate-jobs`: Channels wakes the oracle as soon as an
+evaluation job is saved, and the debate worker as soon as a debate job is.
 
 Messages are at-most-once, so they only wake a worker; the job rows are the truth, and
-`manage.py oracle work` (which polls) picks up anything a lost message left behind.
+`manage.py oracle work` and `debate work` (which poll) pick up anything a lost message left behind.
 """
 
 from __future__ import annotations
 
-from channels.consumer import SyncConsumer
+from apps.chain.work import WakeConsumer
 
+from . import debates, jobs
 from .worker import load_metric, run_once
 
-CHANNEL = "oracle-jobs"
 
+class OracleWakeConsumer(WakeConsumer):
+    channel = jobs.CHANNEL
+    metric = None  # loaded on the first wake-up, then kept: loading the encoder takes seconds
 
-class OracleWakeConsumer(SyncConsumer):
-    metric = None
-
-    def job_created(self, message):
+    def step(self) -> int:
         if OracleWakeConsumer.metric is None:
             OracleWakeConsumer.metric = load_metric()
-        while run_once(OracleWakeConsumer.metric):
-            pass
+        return run_once(OracleWakeConsumer.metric)
+
+
+class DebateWakeConsumer(WakeConsumer):
+    channel = debates.CHANNEL
+
+    def step(self) -> int:
+        return debates.run_once()

@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import timedelta
 
 from asgiref.sync import async_to_sync, sync_to_async
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Avg, F, Q
+from django.db.models import Avg
 from django.utils import timezone
 
-from apps.chain import outbox
+from apps.chain import outbox, work
 from apps.chain.evidence import default_store
 from apps.chain.keys import oracle_address
 from apps.chain.models import OutboxItem, Reputation
@@ -42,6 +40,7 @@ log = logging.getLogger(__name__)
 S = EvaluationJob.Status
 ACTIVE = (S.QUEUED, S.ASKING, S.SCORED, S.PINNED)
 INITIAL_R = WAD // 2  # a model without a REP in the context yet (REPUTATION.md: 0.5 when first)
+CHANNEL = "oracle-jobs"  # `manage.py runworker oracle-jobs` (consumers.OracleWakeConsumer)
 
 
 def on_interaction_finished(sender, interaction: Interaction, reference_pool: str = EvaluationJob.Pool.RUNNING,
@@ -49,18 +48,7 @@ def on_interaction_finished(sender, interaction: Interaction, reference_pool: st
     """An answer was saved (chat's `interaction_finished`, inside its transaction): its evaluation job
     is saved with it, and the worker woken once both are committed."""
     EvaluationJob.objects.get_or_create(interaction=interaction, defaults={"reference_pool": reference_pool})
-    transaction.on_commit(wake_oracle)
-
-
-def wake_oracle() -> None:
-    """Best-effort: a lost wake-up only delays the job until the worker's next poll."""
-    layer = get_channel_layer()
-    if layer is None or not settings.REDIS_URL:  # the in-memory layer has no other process to wake
-        return
-    try:
-        async_to_sync(layer.send)("oracle-jobs", {"type": "job.created"})
-    except Exception:  # noqa: BLE001 - a full channel or a Redis hiccup must not fail the answer
-        pass
+    work.wake_on_commit(CHANNEL)
 
 
 def reference_models(interaction: Interaction, k: int, pool: str = EvaluationJob.Pool.RUNNING) -> list[RegisteredModel]:
@@ -89,24 +77,13 @@ def reputation_in(context_id: str, model_id: str) -> int:
     return int(mean) if mean is not None else INITIAL_R
 
 
-def claim_free(model, active, limit: int, lease_s: float) -> list[int]:
-    """The pks of up to `limit` rows of `model` (a job table with status, claimed_until and attempts)
-    in an `active` status that nobody holds, now held for `lease_s`; a conditional update per row
-    makes each claim exclusive."""
-    now = timezone.now()
-    free = Q(status__in=active) & (Q(claimed_until=None) | Q(claimed_until__lt=now))
-    return [pk for pk in list(model.objects.filter(free).order_by("id").values_list("pk", flat=True)[:limit])
-            if model.objects.filter(free, pk=pk).update(claimed_until=now + timedelta(seconds=lease_s),
-                                                        attempts=F("attempts") + 1)]
-
-
 def claim(limit: int, lease_s: float | None = None) -> list[EvaluationJob]:
     """Take up to `limit` active jobs that nobody holds."""
     lease_s = lease_s if lease_s is not None else settings.LLMCHAIN_ORACLE_LEASE_S
     return [EvaluationJob.objects.select_related(
         "interaction__conversation__model", "interaction__conversation__context",
         "interaction__conversation__user__profile").get(pk=pk)
-        for pk in claim_free(EvaluationJob, ACTIVE, limit, lease_s)]
+        for pk in work.claim(EvaluationJob, ACTIVE, limit, lease_s)]
 
 
 def _save(job: EvaluationJob, **fields) -> None:

@@ -10,6 +10,7 @@ import time
 
 from django.conf import settings
 
+from apps.chain.work import run_worker
 from apps.chat.health import run_checks
 
 from . import jobs
@@ -35,17 +36,17 @@ def run_once(metric) -> int:
     return len(claimed) + jobs.confirm_onchain()
 
 
-def run_forever(stop: list, metric=None, idle_sleep: float = 0.5, health: bool = True) -> None:
+def run_forever(metric=None, idle_sleep: float = 0.5, health: bool = True) -> None:
+    """Passes until SIGTERM or Ctrl-C, with the endpoints' health checks every LLMCHAIN_HEALTH_INTERVAL_S.
+    A failed pass (logged by run_once) is tried again 2 s later: its jobs wait for their lease."""
     metric = metric or load_metric()
     next_health = 0.0
-    while not stop:
+
+    def step() -> int:
+        nonlocal next_health
         if health and time.monotonic() >= next_health:
             run_checks()
             next_health = time.monotonic() + settings.LLMCHAIN_HEALTH_INTERVAL_S
-        try:
-            moved = run_once(metric)
-        except Exception:
-            moved = 0
-            time.sleep(2)
-        if not moved:
-            time.sleep(idle_sleep)
+        return run_once(metric)
+
+    run_worker(step, idle_sleep=idle_sleep, survive=lambda exc: True, pause=2, pause_max=2, name="oracle")

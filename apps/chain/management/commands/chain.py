@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
-import time
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -21,6 +19,7 @@ from apps.chain.keys import oracle_address
 from apps.chain.ledger import default_client, default_ledger
 from apps.chain.node import AnvilNode, NodeError
 from apps.chain.submitter import Submitter
+from apps.chain.work import run_worker
 
 
 class Command(BaseCommand):
@@ -70,13 +69,8 @@ class Command(BaseCommand):
                          log_file=Path(state_dir) / "anvil.log")
         node.start()
         self.stdout.write(f"anvil on {node.url}, state in {node.state_file} (Ctrl-C stops it)")
-        stop = []
-        signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
         try:
-            while not stop and node.proc.poll() is None:
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            pass
+            run_worker(lambda: None, idle_sleep=0.5, until=lambda: node.proc.poll() is not None, name="anvil")
         finally:
             node.stop()
 
@@ -95,39 +89,35 @@ class Command(BaseCommand):
         if rebuild:
             indexer.reset()
         total = indexer.index_until_head(ledger)
-        while follow:
-            time.sleep(0.5)
-            total += indexer.index_until_head(ledger)
+
+        def index() -> int:
+            nonlocal total
+            folded = indexer.index_until_head(ledger)
+            total += folded
+            return folded
+
+        if follow:
+            run_worker(index, idle_sleep=0.5, name="chain")
         self.stdout.write(json.dumps({"blocks": total}))
 
     def do_work(self, **_):
         ledger = default_ledger()
         submitter = Submitter(ledger)
         store = default_store()
-        stop = []
-        signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
         self.stdout.write("ledger worker: submitting, indexing and pinning evidence (Ctrl-C stops it)")
-        down_since = None  # said once when the node stops answering, and once when it is back
+
+        def step():
+            # Pins first: an IPFS outage only defers them (backoff per row), and a chain outage,
+            # which ends the pass, does not hold them up.
+            pinned = store.pin_pending()["pinned"]
+            did = submitter.run_once()
+            indexer.index_until_head(ledger)
+            return did or pinned
+
         try:
-            while not stop:
-                try:
-                    did = submitter.run_once()
-                    indexer.index_until_head(ledger)
-                    if down_since is not None:
-                        self.stderr.write(f"chain reachable again after {time.monotonic() - down_since:.0f} s")
-                        down_since = None
-                except ChainError as exc:
-                    if down_since is None:
-                        self.stderr.write(f"chain unavailable: {exc}; retrying every 2 s")
-                        down_since = time.monotonic()
-                    did = {}
-                    time.sleep(2)
-                pinned = store.pin_pending()  # an IPFS outage only defers pins (backoff per row)
-                did = did or pinned["pinned"]
-                if not did:
-                    time.sleep(0.3)
-        except KeyboardInterrupt:
-            pass
+            # Any chain error is said once (and once when the node is back), then retried every 2 s.
+            run_worker(step, idle_sleep=0.3, survive=lambda exc: isinstance(exc, ChainError), pause=2, pause_max=2,
+                       name="chain", say=self.stderr.write)
         finally:
             submitter.release()
 

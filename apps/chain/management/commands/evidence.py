@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
-import time
 from pathlib import Path
 
 from django.conf import settings
@@ -17,6 +15,7 @@ from ...evidence import EvidenceCorrupt, EvidenceMissing, default_store
 from ...ipfs import IpfsError
 from ...ipfs_node import IpfsNode, ipfs_available
 from ...models import EvidencePin
+from ...work import run_worker
 
 
 class Command(BaseCommand):
@@ -68,22 +67,18 @@ class Command(BaseCommand):
         store = default_store()
         if store.kubo is None:
             raise CommandError("LLMCHAIN_IPFS_BACKEND is 'local': there is no IPFS node to pin to")
-        stop = []
-        signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
         totals = {"pinned": 0, "deferred": 0, "failed": 0}
-        try:
-            while True:
-                counts = store.pin_pending()
-                for k, v in counts.items():
-                    totals[k] += v
-                if not follow and (not any(counts.values()) or counts["deferred"]):
-                    break
-                if stop:
-                    break
-                if not any(counts.values()):
-                    time.sleep(0.5)
-        except KeyboardInterrupt:
-            pass
+        last: dict = {}
+
+        def pin() -> bool:
+            last.update(store.pin_pending())
+            for k, v in last.items():
+                totals[k] += v
+            return any(last.values())
+
+        # Without --follow: until nothing is left, or the node defers a pin (it is down: try later).
+        run_worker(pin, idle_sleep=0.5, until=lambda: not follow and (not any(last.values()) or last["deferred"]),
+                   name="IPFS node")
         totals["waiting"] = store.pins_waiting()
         self.stdout.write(json.dumps(totals))
 
@@ -95,13 +90,8 @@ class Command(BaseCommand):
         node.start()
         self.stdout.write(f"IPFS node (Kubo RPC API) at {node.url}; set LLMCHAIN_IPFS_BACKEND=kubo "
                           f"LLMCHAIN_IPFS_API_URL={node.url} to use it")
-        stop = []
-        signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
         try:
-            while not stop and node.is_up():
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            pass
+            run_worker(lambda: None, idle_sleep=0.5, until=lambda: not node.is_up(), name="IPFS node")
         finally:
             node.stop()
 

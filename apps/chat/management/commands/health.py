@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import signal
-import time
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+
+from apps.chain.work import run_worker
 
 from ...health import run_checks
 
@@ -20,20 +20,10 @@ class Command(BaseCommand):
         parser.add_argument("--interval", type=float, default=None)
 
     def handle(self, *args, follow=False, interval=None, **opts):
-        interval = interval or settings.LLMCHAIN_HEALTH_INTERVAL_S
-        stop = []
-        signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-        try:
-            while True:
-                results = run_checks()
-                down = {name: error for name, error in results.items() if error}
-                self.stdout.write(json.dumps({"checked": len(results), "down": down}))
-                if not follow or stop:
-                    return
-                deadline = time.monotonic() + interval
-                while time.monotonic() < deadline and not stop:
-                    time.sleep(0.2)
-                if stop:
-                    return
-        except KeyboardInterrupt:
-            return
+        run_worker(self.check, idle_sleep=interval or settings.LLMCHAIN_HEALTH_INTERVAL_S, until=lambda: not follow,
+                   name="health checks")
+
+    def check(self) -> None:
+        results = run_checks()
+        down = {name: error for name, error in results.items() if error}
+        self.stdout.write(json.dumps({"checked": len(results), "down": down}))

@@ -14,12 +14,11 @@ one JSON object with the jobs (and, with --now, each debate's outcome).
 from __future__ import annotations
 
 import json
-import signal
-import time
 
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.chain.models import Context
+from apps.chain.work import run_worker
 from apps.chat.models import Interaction
 
 from ... import debates
@@ -137,15 +136,8 @@ class Command(BaseCommand):
                 taken += moved
             self.stdout.write(json.dumps({"held": taken}))
             return
-        stop: list = []
-        signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
         self.stdout.write("debate worker: holding queued debates (Ctrl-C stops it)")
-        try:
-            while not stop:
-                if not debates.run_once():
-                    time.sleep(2)
-        except KeyboardInterrupt:
-            pass
+        run_worker(debates.run_once, idle_sleep=2, name="debate worker")
 
     def do_status(self, **_):
         self.stdout.write(json.dumps({s: DebateJob.objects.filter(status=s).count() for s in S.values}))

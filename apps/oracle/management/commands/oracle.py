@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 
 from django.core.management.base import BaseCommand
 
@@ -30,10 +29,5 @@ class Command(BaseCommand):
         if opts.get("once"):
             self.stdout.write(json.dumps({"moved": run_once(metric)}))
             return
-        stop: list = []
-        signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
         self.stdout.write(f"oracle worker: metric {metric.name} (Ctrl-C stops it)")
-        try:
-            run_forever(stop, metric, health=not opts.get("no_health"))
-        except KeyboardInterrupt:
-            pass
+        run_forever(metric, health=not opts.get("no_health"))
