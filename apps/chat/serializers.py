@@ -75,8 +75,10 @@ class EvaluationSerializer(serializers.Serializer):
                                                              "onchain or failed")
     has_reference = serializers.SerializerMethodField(
         help_text="null until scored; then whether any other model answered (only then is there an automatic score)")
-    sa = serializers.SerializerMethodField(help_text="S_a in 1e18 fixed point, as on-chain; null without a reference")
-    wa = serializers.SerializerMethodField(help_text="w_a in 1e18 fixed point, as on-chain; null without a reference")
+    sa = serializers.SerializerMethodField(
+        help_text="S_a in 1e18 fixed point, as on-chain; \"\" until scored, null without a reference")
+    wa = serializers.SerializerMethodField(
+        help_text="w_a in 1e18 fixed point, as on-chain; \"\" until scored, null without a reference")
     note = serializers.SerializerMethodField(help_text="\"no automatic score: no other model answered\", or null")
     evidence_cid = serializers.CharField(read_only=True)
 
@@ -90,10 +92,10 @@ class EvaluationSerializer(serializers.Serializer):
         return self._answered(job)
 
     def get_sa(self, job) -> str | None:
-        return job.sa if self._answered(job) else None
+        return None if self._answered(job) is False else job.sa  # "" until scored
 
     def get_wa(self, job) -> str | None:
-        return job.wa if self._answered(job) else None
+        return None if self._answered(job) is False else job.wa
 
     def get_note(self, job) -> str | None:
         return "no automatic score: no other model answered" if self._answered(job) is False else None

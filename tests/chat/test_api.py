@@ -185,7 +185,8 @@ def test_a_message_to_a_replay_model_returns_its_recorded_answer_and_queues_the_
     assert first.status_code == 201, first.content
     body = first.json()
     assert body["answer"] == ANSWER_1 and body["status"] == "done" and body["prompt"] == QUESTION
-    assert body["evaluation"] == {"status": "queued", "sa": "", "wa": "", "evidence_cid": ""}
+    assert body["evaluation"] == {"status": "queued", "has_reference": None, "sa": "", "wa": "", "note": None,
+                                  "evidence_cid": ""}
     interaction = Interaction.objects.get(pk=body["id"])
     assert body["interaction_id"] == interaction.interaction_id
     assert EvaluationJob.objects.filter(interaction=interaction).exists()
@@ -194,11 +195,13 @@ def test_a_message_to_a_replay_model_returns_its_recorded_answer_and_queues_the_
     assert second["answer"] == ANSWER_2
     detail = client.get(f"/api/conversations/{conv}").json()
     assert [i["answer"] for i in detail["interactions"]] == [ANSWER_1, ANSWER_2]
+    reference = {"model": "0x" + "ab" * 32, "name": "ref-7b", "pk": 0, "text": "A reference.", "error": ""}
     EvaluationJob.objects.filter(interaction=interaction).update(status="pinned", sa="8" + "0" * 17,
-                                                                 wa="5" + "0" * 17, evidence_cid="bafyfake")
+                                                                 wa="5" + "0" * 17, evidence_cid="bafyfake",
+                                                                 references=[reference])
     shown = client.get(f"/api/interactions/{interaction.pk}").json()
-    assert shown["evaluation"] == {"status": "pinned", "sa": "8" + "0" * 17, "wa": "5" + "0" * 17,
-                                   "evidence_cid": "bafyfake"}
+    assert shown["evaluation"] == {"status": "pinned", "has_reference": True, "sa": "8" + "0" * 17,
+                                   "wa": "5" + "0" * 17, "note": None, "evidence_cid": "bafyfake"}
     assert [c["id"] for c in client.get("/api/conversations").json()] == [conv]
 
 
