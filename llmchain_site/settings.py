@@ -106,7 +106,9 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            # A read timeout above channels_redis's 5 s blocking receive: redis-py's default (5 s) ends an
+            # idle `runworker` with "Timeout reading from" Redis.
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
         }
     }
 else:
