@@ -14,6 +14,11 @@ from django.conf import settings as django_settings
 # tests start, and in this process's settings (read before this file).
 os.environ.setdefault("LLMCHAIN_FINALITY", "0")
 django_settings.LLMCHAIN_FINALITY = os.environ["LLMCHAIN_FINALITY"]
+# Tests reach their own servers (anvil, js-ipfs, the model server, another site) on loopback ports the
+# OS picks, so the outbound guard admits loopback here, as a laptop's settings do; tests/security
+# narrows it again to show what it refuses.
+os.environ.setdefault("LLMCHAIN_OUTBOUND_ALLOW", "localhost,127.0.0.0/8,[::1]")
+django_settings.LLMCHAIN_OUTBOUND_ALLOW = os.environ["LLMCHAIN_OUTBOUND_ALLOW"]
 
 from apps.chain.client import ChainClient, account_from_key
 from apps.chain.deploy import deploy, grant_role

@@ -17,6 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from lib import cid as cids
+from lib import outbound
 
 from . import work
 from .ipfs import IpfsCorrupt, IpfsError, IpfsNotFound, KuboClient
@@ -148,8 +149,10 @@ class EvidenceStore:
 
 
 def kubo_client() -> KuboClient:
+    """This site's own node: the operator named it, so its address is admitted even when private."""
     return KuboClient(settings.LLMCHAIN_IPFS_API_URL, timeout=settings.LLMCHAIN_IPFS_TIMEOUT_S,
-                      retries=settings.LLMCHAIN_IPFS_RETRIES)
+                      retries=settings.LLMCHAIN_IPFS_RETRIES,
+                      allow=f"{settings.LLMCHAIN_OUTBOUND_ALLOW},{outbound.origin(settings.LLMCHAIN_IPFS_API_URL)}")
 
 
 def default_store() -> EvidenceStore:

@@ -3,6 +3,10 @@
 Every call has connect and read timeouts and a bounded number of retries for transient
 failures; what comes back is checked against the CID, never trusted. Works with Kubo and with
 js-ipfs, which speaks the same RPC API.
+
+Calls go out through lib/outbound.py: a node at a loopback or private address must be admitted by
+LLMCHAIN_OUTBOUND_ALLOW (or, for this site's own node, be LLMCHAIN_IPFS_API_URL: `kubo_client`),
+redirects are not followed and every answer is capped (a blob is at most one 256 KiB chunk).
 """
 
 from __future__ import annotations
@@ -11,9 +15,14 @@ import json
 import time
 
 import httpx
+from django.conf import settings
 
 from lib import cid as cids
+from lib import outbound
 from lib.errors import ServiceError
+
+MAX_ANSWER_BYTES = 1024 * 1024
+MAX_ANSWER_S = 120.0
 
 
 class IpfsError(ServiceError, RuntimeError):
@@ -38,12 +47,15 @@ class IpfsCorrupt(IpfsError):
 
 class KuboClient:
     def __init__(self, api_url: str, *, timeout: float = 10.0, connect_timeout: float = 3.0,
-                 retries: int = 2, backoff: float = 0.5):
+                 retries: int = 2, backoff: float = 0.5, allow: str | None = None):
+        """`allow`: the outbound allowlist (settings.LLMCHAIN_OUTBOUND_ALLOW by default)."""
         self.api_url = api_url.rstrip("/")
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
-        self._http = httpx.Client(timeout=httpx.Timeout(timeout, connect=connect_timeout))
+        self._http = outbound.client(settings.LLMCHAIN_OUTBOUND_ALLOW if allow is None else allow,
+                                     timeout=httpx.Timeout(timeout, connect=connect_timeout),
+                                     max_bytes=MAX_ANSWER_BYTES, max_seconds=MAX_ANSWER_S)
 
     def close(self) -> None:
         self._http.close()
@@ -62,6 +74,11 @@ class KuboClient:
                 error: IpfsError = IpfsUnavailable(f"IPFS node at {self.api_url} timed out on {path}: {exc}")
             except httpx.TransportError as exc:
                 error = IpfsUnavailable(f"IPFS node at {self.api_url} is unreachable: {exc}")
+            except outbound.OutboundError as exc:
+                error = (IpfsUnavailable if isinstance(exc, outbound.AnswerTooSlow) else IpfsError)(
+                    f"IPFS {path} at {self.api_url}: {exc}")
+                if error.permanent:
+                    raise error from exc
             else:
                 if response.status_code == 200:
                     return response

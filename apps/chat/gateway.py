@@ -3,6 +3,12 @@ server, TGI, hosted APIs, the built-in model server).
 
 Streaming with connect and read timeouts; bounded retries, but only before the first token
 arrives (a retry after that would repeat text the user has already seen); typed errors.
+
+Endpoints are named by developers, so every call goes out through lib/outbound.py (public
+addresses or the operator's allowlist, the checked address pinned, no redirects) and every answer
+is capped: LLMCHAIN_ANSWER_MAX_BYTES, LLMCHAIN_ANSWER_MAX_S, and no more pieces than `max_tokens`.
+An error's text is what anyone may read: no URL and nothing the endpoint said; its `detail` has
+both, for the model's owner and the logs.
 """
 
 from __future__ import annotations
@@ -13,16 +19,23 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import httpx
+from django.conf import settings
 
+from lib import outbound
 from lib.errors import ServiceError
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=60.0, write=10.0, pool=5.0)
 
 
 class GatewayError(ServiceError, RuntimeError):
-    """A model endpoint failed; `permanent` says whether a retry could help."""
+    """A model endpoint failed; `permanent` says whether a retry could help. `str()` is fit for any
+    page; `detail` adds the endpoint's URL and its own words, for its owner and the logs."""
 
     permanent = False
+
+    def __init__(self, message: str, detail: str = ""):
+        super().__init__(message)
+        self.detail = detail or message
 
 
 class EndpointUnavailable(GatewayError):
@@ -82,7 +95,7 @@ def _root_cause(exc: BaseException) -> str:
 
 def _refusal(step: str, response: httpx.Response) -> str:
     """A non-200 answer to one step of an endpoint test, in plain words with the endpoint's own."""
-    said = str(_error_for(response, response.content))
+    said = _error_for(response, response.content).detail
     if response.status_code in (401, 403):
         return f"the endpoint refused the API key: {said}"
     return f"{step} failed: {said}"
@@ -91,7 +104,19 @@ def _refusal(step: str, response: httpx.Response) -> str:
 def _unavailable(endpoint: Endpoint, exc: httpx.TransportError) -> EndpointUnavailable:
     """A transport failure (timeout, refused connection, broken stream) as the gateway's error."""
     what = "timed out" if isinstance(exc, httpx.TimeoutException) else "is unreachable"
-    return EndpointUnavailable(f"{endpoint.base_url} {what}: {exc!r}")
+    return EndpointUnavailable(f"the model's endpoint {what}", f"{endpoint.base_url} {what}: {exc!r}")
+
+
+def _guarded(endpoint: Endpoint, exc: outbound.OutboundError | httpx.InvalidURL) -> GatewayError:
+    """What the outbound guard (or httpx's URL parser) stopped, as the gateway's error."""
+    detail = f"{endpoint.base_url}: {exc}"
+    if isinstance(exc, httpx.InvalidURL):
+        return EndpointRefused("the model's endpoint URL is not valid", detail)
+    if isinstance(exc, outbound.OutboundRefused):
+        return EndpointRefused("the model's endpoint is at an address this site does not call", detail)
+    if isinstance(exc, outbound.AnswerTooLarge):
+        return BadResponse("the model's answer was larger than this site accepts", detail)
+    return EndpointUnavailable("the model's answer took longer than this site waits", detail)
 
 
 def _error_for(response: httpx.Response, body: bytes) -> GatewayError:
@@ -100,10 +125,11 @@ def _error_for(response: httpx.Response, body: bytes) -> GatewayError:
         message = detail.get("message") if isinstance(detail, dict) else str(detail)
     except (ValueError, AttributeError):
         message = body[:300].decode("utf-8", "replace")
+    public = f"the model's endpoint answered HTTP {response.status_code}"
     text = f"{response.request.url.host} answered {response.status_code}: {message}"
     if response.status_code == 429 or response.status_code >= 500:
-        return EndpointUnavailable(text)
-    return EndpointRefused(text)
+        return EndpointUnavailable(public, text)
+    return EndpointRefused(public, text)
 
 
 class Gateway:
@@ -115,11 +141,16 @@ class Gateway:
         self._transport = transport
 
     def _client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(timeout=self.timeout, transport=self._transport)
+        if self._transport is not None:  # a test's stand-in for the network
+            return httpx.AsyncClient(timeout=self.timeout, transport=self._transport)
+        return outbound.async_client(settings.LLMCHAIN_OUTBOUND_ALLOW, timeout=self.timeout,
+                                     max_bytes=settings.LLMCHAIN_ANSWER_MAX_BYTES,
+                                     max_seconds=settings.LLMCHAIN_ANSWER_MAX_S)
 
     async def stream_chat(self, endpoint: Endpoint, messages: list[dict], *, max_tokens: int = 512,
                           temperature: float = 0.7, **extra) -> AsyncIterator[str]:
-        """Yield the answer's text piece by piece as the endpoint streams it."""
+        """Yield the answer's text piece by piece as the endpoint streams it; an endpoint that sends
+        more than `max_tokens` pieces is cut off there."""
         payload = {"model": endpoint.model, "messages": messages, "max_tokens": max_tokens,
                    "temperature": temperature, "stream": True, **extra}
         started = False
@@ -130,12 +161,18 @@ class Gateway:
                         headers=endpoint.headers()) as response:
                     if response.status_code != 200:
                         raise _error_for(response, await response.aread())
+                    pieces = 0
                     async for piece in _sse_text(response):
                         started = True
                         yield piece
+                        pieces += 1
+                        if pieces >= max_tokens:
+                            return
                     return
             except httpx.TransportError as exc:  # timeouts included
                 error: GatewayError = _unavailable(endpoint, exc)
+            except (outbound.OutboundError, httpx.InvalidURL) as exc:
+                error = _guarded(endpoint, exc)
             except GatewayError as exc:
                 error = exc
             if started or error.permanent or attempt == self.retries:
@@ -161,12 +198,16 @@ class Gateway:
                 try:
                     body = response.json()
                 except ValueError as exc:
-                    raise BadResponse(f"{endpoint.base_url} answered something that is not JSON") from exc
+                    raise BadResponse("the model's endpoint answered something that is not JSON",
+                                      f"{endpoint.base_url} answered something that is not JSON") from exc
                 if not isinstance(body, dict) or not isinstance(body.get("choices"), list) or not body["choices"]:
-                    raise BadResponse(f"{endpoint.base_url} answered JSON that is not a chat completion")
+                    raise BadResponse("the model's endpoint answered JSON that is not a chat completion",
+                                      f"{endpoint.base_url} answered JSON that is not a chat completion")
                 return body
             except httpx.TransportError as exc:  # timeouts included
                 error: GatewayError = _unavailable(endpoint, exc)
+            except (outbound.OutboundError, httpx.InvalidURL) as exc:
+                error = _guarded(endpoint, exc)
             except GatewayError as exc:
                 error = exc
             if error.permanent or attempt == self.retries:
@@ -181,14 +222,18 @@ class Gateway:
                 response = await client.get(endpoint.url("models"), headers=endpoint.headers())
         except httpx.TransportError as exc:  # timeouts included
             raise _unavailable(endpoint, exc) from exc
+        except (outbound.OutboundError, httpx.InvalidURL) as exc:
+            raise _guarded(endpoint, exc) from exc
         if response.status_code != 200:
             raise _error_for(response, response.content)
         try:
             ids = [m["id"] for m in response.json()["data"]]
         except (ValueError, KeyError, TypeError) as exc:
-            raise BadResponse(f"{endpoint.base_url}/models is not an OpenAI model list") from exc
+            raise BadResponse("the model's endpoint does not list its models the OpenAI way",
+                              f"{endpoint.base_url}/models is not an OpenAI model list") from exc
         if endpoint.model not in ids:
-            raise EndpointRefused(f"{endpoint.base_url} does not serve {endpoint.model!r} (it lists {ids[:5]})")
+            raise EndpointRefused("the model's endpoint does not serve the model",
+                                  f"{endpoint.base_url} does not serve {endpoint.model!r} (it lists {ids[:5]})")
 
     async def test_endpoint(self, endpoint: Endpoint) -> EndpointTest:
         """Try an endpoint before it is registered, once per step and in order, stopping at the
@@ -223,6 +268,8 @@ class Gateway:
                     return EndpointTest(tuple(passed), f"a one-token completion came back as something that is "
                                                        f"not a chat completion: {response.text[:200]!r}")
                 passed.append(f"it answered a one-token completion ({text!r})")
+        except (outbound.OutboundError, httpx.InvalidURL) as exc:
+            return EndpointTest(tuple(passed), str(exc))
         except httpx.TransportError as exc:  # timeouts included
             if isinstance(exc, httpx.TimeoutException):
                 return EndpointTest(tuple(passed), f"{endpoint.base_url} did not answer in time ({type(exc).__name__})")
@@ -240,9 +287,11 @@ async def _sse_text(response: httpx.Response) -> AsyncIterator[str]:
         try:
             chunk = json.loads(data)
         except ValueError as exc:
-            raise BadResponse(f"not a JSON event in the stream: {data[:120]!r}") from exc
+            raise BadResponse("the model's endpoint streamed something that is not JSON",
+                              f"not a JSON event in the stream: {data[:120]!r}") from exc
         if "error" in chunk:
-            raise EndpointUnavailable(f"the endpoint failed mid-answer: {chunk['error']}")
+            raise EndpointUnavailable("the model's endpoint failed mid-answer",
+                                      f"the endpoint failed mid-answer: {chunk['error']}")
         for choice in chunk.get("choices") or []:
             piece = (choice.get("delta") or {}).get("content")
             if piece:

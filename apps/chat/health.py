@@ -18,7 +18,7 @@ async def _check(gateway: Gateway, model: RegisteredModel) -> str:
     try:
         await gateway.check(endpoint_of(model))
     except GatewayError as exc:
-        return str(exc)
+        return exc.detail  # shown to the model's owner only
     return ""
 
 

@@ -28,6 +28,7 @@ from apps.chain.evidence import EvidenceStore, LocalBlobStore, kubo_client
 from apps.chain.indexer import fetch_all
 from apps.chain.ipfs import KuboClient
 from apps.chain.ledger import Deployment, Ledger
+from lib import outbound
 from lib.boardstats import Change, Evaluation, summarize
 from lib.ids import b32, hex32
 from lib.reputation import GLOBAL_CONTEXT_ID, WAD
@@ -269,12 +270,16 @@ class SiteBoards:
 
 
 class RemoteSite:
-    """Another site's boards, read from its JSON API (`GET <url>/api/boards/<context_id>`)."""
+    """Another site's boards, read from its JSON API (`GET <url>/api/boards/<context_id>`), through the
+    outbound guard (a loopback or private site only if LLMCHAIN_OUTBOUND_ALLOW admits it; no redirects)."""
+
+    MAX_BOARD_BYTES = 32 * 1024 * 1024
 
     def __init__(self, url: str, timeout: float = 20):
         self.url = url.rstrip("/")
         self.label = self.url
-        self._http = httpx.Client(timeout=timeout, follow_redirects=True)
+        self._http = outbound.client(settings.LLMCHAIN_OUTBOUND_ALLOW, timeout=timeout,
+                                     max_bytes=self.MAX_BOARD_BYTES, max_seconds=3 * timeout)
 
     def context_ids(self) -> list[str]:
         """The boards the site lists (`GET <url>/api/boards/`), so a board it serves for a context
@@ -282,7 +287,7 @@ class RemoteSite:
         url = f"{self.url}/api/boards/"
         try:
             response = self._http.get(url, headers={"Accept": "application/json"})
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, outbound.OutboundError) as exc:
             raise VerifyError(f"cannot read the served board list at {url}: {exc}") from exc
         if response.status_code != 200:
             raise VerifyError(f"the served board list at {url} answered HTTP {response.status_code}")
@@ -295,7 +300,7 @@ class RemoteSite:
         url = f"{self.url}/api/boards/{context_id}"
         try:
             response = self._http.get(url, headers={"Accept": "application/json"})
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, outbound.OutboundError) as exc:
             raise VerifyError(f"cannot read the served board at {url}: {exc}") from exc
         if response.status_code == 404:
             return ServedBoard(context_id, None, 0, [])

@@ -359,3 +359,4 @@ def test_the_page_shows_the_verdict_and_highlights_tampered_cells(boards_world, 
     settings.LLMCHAIN_RPC_URL = "http://127.0.0.1:9"
     down = client.get("/verify/")
     assert down.status_code == 503 and "The chain cannot be read" in down.content.decode()
+    assert "127.0.0.1:9" not in down.content.decode()  # no address of the site's own services on a public page

@@ -28,8 +28,8 @@ def verify(request):
         ledger = default_ledger()
         chain = cached_chain_boards(ledger)
     except (ChainError, VerifyError, FileNotFoundError) as exc:
-        log.warning("verify: the chain cannot be read: %s", exc)
-        return render(request, "leaderboard/verify.html", {"error": str(exc)}, status=503)
+        log.warning("verify: the chain cannot be read: %s", exc)  # the node's address stays in the log
+        return render(request, "leaderboard/verify.html", {"error": True}, status=503)
     served = SiteBoards().board(context_id)
     if served.context_name is None and context_id not in chain.contexts:
         raise Http404(f"No context with id {context_id}, neither on the chain nor on this site.")

@@ -21,6 +21,7 @@ from apps.chain.ledger import Deployment, Ledger, default_ledger
 from apps.leaderboard import boards, entries
 from apps.leaderboard.verify import (COLUMNS, CidReader, RemoteSite, SiteBoards, VerifyError, default_reader,
                                      rebuild_from_chain, verify_boards, visitor_ledger)
+from lib import outbound
 from lib.reputation import GLOBAL_CONTEXT_ID
 
 USAGE = 2
@@ -71,6 +72,12 @@ class Command(BaseCommand):
         for name, url in (("--served", served), ("--rpc", rpc), ("--ipfs", ipfs)):
             if url is not None and urlparse(url).scheme not in ("http", "https"):
                 raise usage(f"{name} must be an http(s) URL, not {url!r}")
+        for name, url in (("--served", served), ("--ipfs", ipfs)):  # hosts named by whoever runs this
+            try:
+                if url is not None:
+                    outbound.check_url(url, settings.LLMCHAIN_OUTBOUND_ALLOW, endpoint=True)
+            except outbound.OutboundRefused as exc:
+                raise usage(f"{name}: {exc}") from exc
         for name, address in (("--reputation", reputation), ("--identity", identity)):
             if address is not None and not is_address(address):
                 raise usage(f"{name} must be a 0x-prefixed 20-byte address, not {address!r}")
