@@ -14,6 +14,9 @@
     document.querySelectorAll(
       '#prompt-form button[type=submit], #replay-questions button, .turn-actions button'
     ).forEach(function (b) { b.disabled = busy; });
+    // Only the last turn can be asked again (the socket refuses the others).
+    var all = document.querySelectorAll("#messages .turn");
+    all.forEach(function (t, k) { t.classList.toggle("latest", k === all.length - 1); });
     var chat = document.getElementById("chat");
     if (chat) chat.dataset.streaming = busy ? "yes" : "no";
   }
@@ -24,6 +27,15 @@
     e.preventDefault();
     var form = box.form, send = form.querySelector("button[type=submit]");
     if (send && !send.disabled && box.value.trim()) form.requestSubmit(send);
+  });
+
+  // Once a message is on its way, its form is emptied (an edit form also closes).
+  document.addEventListener("htmx:wsAfterSend", function (e) {
+    var form = e.target.closest && e.target.closest("#prompt-form, form.edit-prompt");
+    if (!form) return;
+    form.reset();
+    var details = form.closest("details");
+    if (details) details.open = false;
   });
 
   document.addEventListener("click", function (e) {

@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from apps.chain.models import Context, OutboxItem
 from apps.chat.accounts import profile_of
-from apps.chat.models import RegisteredModel
+from apps.chat.models import Interaction, RegisteredModel
 from apps.chat.registry import ModelFields, register_model
 from apps.chat.replay import import_mtbench
 from tests.chat.factories import write_mtbench
@@ -37,7 +37,7 @@ OBSERVE_MESSAGES = """() => {
     const turns = box.querySelectorAll('.turn');
     const turn = turns[turns.length - 1];
     if (!turn) return;
-    const answer = turn.querySelector('pre.answer');
+    const answer = turn.querySelector('.answer');
     window.__obs.push({status: turn.dataset.status, len: answer ? answer.textContent.length : 0});
   }).observe(box, {childList: true, subtree: true, characterData: true});
 }"""
@@ -98,7 +98,7 @@ def wait_answer(page, timeout_ms: int) -> str:
     expect(turn).to_have_attribute("data-status", re.compile(r"done|failed"), timeout=timeout_ms)
     assert turn.get_attribute("data-status") == "done", turn.inner_text()
     expect(page.locator("#chat-error")).to_be_empty()
-    return turn.locator("pre.answer").inner_text()
+    return turn.locator(".answer").inner_text()
 
 
 # --- chatting ------------------------------------------------------------------------------------
@@ -115,7 +115,7 @@ def test_a_newcomer_signs_up_and_chats_with_the_built_in_model(site, page, shot,
     send_prompt(page, "Write two sentences about the sea.")
     try:  # a picture of the answer half-written, if the model is not faster than the browser
         page.wait_for_function("""() => { const t = document.querySelector('#messages .turn');
-            return t && t.dataset.status === 'streaming' && t.querySelector('pre.answer').textContent.length > 0; }""",
+            return t && t.dataset.status === 'streaming' && t.querySelector('.answer').textContent.length > 0; }""",
                                timeout=ANSWER_TIMEOUT_MS)
         shot(page, "chat-streaming")
     except PlaywrightTimeoutError:
@@ -127,8 +127,9 @@ def test_a_newcomer_signs_up_and_chats_with_the_built_in_model(site, page, shot,
     observed = page.evaluate("window.__obs")
     streaming = [o["len"] for o in observed if o["status"] == "streaming" and o["len"] > 0]
     assert len(set(streaming)) >= 2, f"the answer did not stream: {observed}"
-    assert streaming == sorted(streaming), f"the streamed answer shrank: {observed}"
-    assert max(streaming) <= len(answer)
+    # It grows piece by piece; a render as Markdown may drop a little syntax (`**`) on the way.
+    assert streaming[-1] > streaming[0], f"the streamed answer did not grow: {observed}"
+    assert max(streaming) <= len(Interaction.objects.get().answer) + 2
     assert observed[-1]["status"] == "done"
     assert not page.console_errors, page.console_errors
 
@@ -154,7 +155,7 @@ def test_a_recorded_answer_with_markup_is_shown_as_text_never_run(site, page, sh
     assert len(set(streaming)) >= 2  # word by word
     # Reloaded from the database, the finished turn is still text.
     page.reload()
-    expect(page.locator("#messages .turn pre.answer")).to_have_text(REPLAY_ANSWER)
+    expect(page.locator("#messages .turn .answer")).to_have_text(REPLAY_ANSWER)
     assert page.evaluate("window.__pwned") is None
     assert page.locator("#messages script, #messages img").count() == 0
 
@@ -186,7 +187,7 @@ def test_an_answer_gets_its_automatic_score_on_chain_in_seconds(site, oracle_wor
     cid = link.get_attribute("href").strip("/").split("/")[-1]
     link.click()
     expect(page.locator("pre.prompt")).to_have_text(question)
-    expect(page.locator("pre.reference-text")).to_have_count(2)
+    expect(page.locator(".reference-text")).to_have_count(2)
     shot(page, "evidence-page")
     from apps.chain.models import Interaction as LedgerInteraction
     onchain = LedgerInteraction.objects.get(evidence_cid=cid)
