@@ -65,7 +65,7 @@ from lib import records
 from lib.ids import hex32
 from lib.reputation import GLOBAL_CONTEXT, GLOBAL_CONTEXT_ID, WAD, ReputationModel, minutes_since
 
-from .common import BenchError, Out, manage_py, percentile
+from .common import BenchError, Out, debug_off_env, manage_py, percentile
 
 TARGET_P95_MS = 50.0
 BLOCK_SECONDS = 2  # one call per block, a block every 2 s
@@ -724,8 +724,8 @@ class BoardsBench:
     # -- environment of the processes that see the scratch database -------------------------------
     def env(self, *, cached: bool = True) -> dict:
         env = {**os.environ, "DATABASE_URL": f"sqlite:///{self.db}", "LLMCHAIN_IPFS_BACKEND": "local",
-               "LLMCHAIN_IPFS_DIR": str(self.folder / "bench-ipfs"), "DEBUG": "0", "PYTHONUNBUFFERED": "1",
-               "DJANGO_SETTINGS_MODULE": "llmchain_site.settings"}
+               "LLMCHAIN_IPFS_DIR": str(self.folder / "bench-ipfs"), "PYTHONUNBUFFERED": "1",
+               "DJANGO_SETTINGS_MODULE": "llmchain_site.settings", **debug_off_env()}
         if not cached:
             # The same site with a DummyCache: every request builds and renders its board.
             env["DJANGO_SETTINGS_MODULE"] = UNCACHED_SETTINGS

@@ -58,7 +58,7 @@ from apps.chain.submitter import Submitter
 from apps.chain.work import run_worker
 from lib.reputation import WAD
 
-from .common import BenchError, Out, manage_py, percentile
+from .common import BenchError, Out, debug_off_env, manage_py, percentile
 
 ITEM = OutboxItem.Status
 FUNCTIONS = ("addModel", "autoEval", "humEval")
@@ -155,7 +155,7 @@ class SubmitterProcess:
                "LLMCHAIN_DEPLOYMENT": str(deployment_file), "LLMCHAIN_TX_BATCH": str(batch),
                "LLMCHAIN_GAS_PRICE": "auto", "LLMCHAIN_POA": "0",
                # as in production: with DEBUG on, Django logs and quotes every query's parameters
-               "DEBUG": "0"}
+               **debug_off_env()}
         self.log_file = log_file
         self._log = open(log_file, "ab")
         self.proc = subprocess.Popen([*manage_py(), "chain", "submit"], cwd=settings.BASE_DIR, env=env,

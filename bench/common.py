@@ -26,6 +26,14 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[rank - 1]
 
 
+def debug_off_env() -> dict[str, str]:
+    """The environment of a benchmark's child process: DEBUG off as in production (no query logging),
+    but plain HTTP, a throwaway chain and this process's key secrets, as the deployment check
+    (ops/checks.py) admits."""
+    return {"DEBUG": "0", "LLMCHAIN_PROFILE": "development", "LLMCHAIN_DEV_CHAIN": "1",
+            "SECRET_KEY": "bench-only-" + "k" * 50, "LLMCHAIN_KEY_SECRETS": ",".join(settings.LLMCHAIN_KEY_SECRETS)}
+
+
 def manage_py() -> list[str]:
     """The command line that runs this project's manage.py with this interpreter."""
     return [sys.executable, str(Path(settings.BASE_DIR) / "manage.py")]

@@ -5,6 +5,13 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "llmchain_site.settings")
 django_asgi_app = get_asgi_application()
 
+# daphne runs no system checks: refuse here to serve an unsafe deployment (ops/checks.py), as runserver does.
+from django.core import checks  # noqa: E402
+from django.core.management.base import SystemCheckError  # noqa: E402
+
+if unsafe := [e for e in checks.run_checks(tags=["deploy"]) if e.is_serious()]:
+    raise SystemCheckError("\n".join(str(e) for e in unsafe))
+
 # These need the apps loaded.
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ChannelNameRouter, ProtocolTypeRouter, URLRouter  # noqa: E402

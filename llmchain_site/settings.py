@@ -17,9 +17,14 @@ def env_bool(name: str, default: bool) -> bool:
 
 
 DEBUG = env_bool("DEBUG", True)
+# "production" (the default when DEBUG is off): HTTPS only, HSTS, secure cookies, ALLOWED_HOSTS required
+# (the end of this file); "development": none of that, for a laptop. ops/checks.py refuses to start an
+# unsafe deployment (the committed SECRET_KEY, anvil's keys off a local chain, ...).
+LLMCHAIN_PROFILE = os.environ.get("LLMCHAIN_PROFILE", "development" if DEBUG else "production")
 # The default key is for a laptop only; production sets SECRET_KEY.
 SECRET_KEY = os.environ.get("SECRET_KEY", "llmchain-insecure-development-key")
-ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
+ALLOWED_HOSTS = [h for h in os.environ.get(
+    "ALLOWED_HOSTS", "" if LLMCHAIN_PROFILE == "production" else "localhost,127.0.0.1,[::1],testserver").split(",") if h]
 
 INSTALLED_APPS = [
     "daphne",
@@ -44,6 +49,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",  # CONTENT_SECURITY_POLICY, at the end of this file
     "llmchain_site.errors.DebugNotFoundPage",  # outside CommonMiddleware: after its slash redirect
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -161,6 +167,10 @@ SPECTACULAR_SETTINGS = {
 # anvil's first well-known development key: a local default only, never a production secret.
 ANVIL_DEV_KEY = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"
 LLMCHAIN_RPC_URL = os.environ.get("LLMCHAIN_RPC_URL", "http://127.0.0.1:8545")
+# A local development chain, where anvil's published keys may sign (and the oracle share the admin's key):
+# by default when DEBUG is on and LLMCHAIN_RPC_URL is on loopback; LLMCHAIN_DEV_CHAIN=1 or 0 says it outright.
+LLMCHAIN_DEV_CHAIN = env_bool("LLMCHAIN_DEV_CHAIN", DEBUG and urlsplit(LLMCHAIN_RPC_URL).hostname in (
+    "127.0.0.1", "localhost", "::1"))
 LLMCHAIN_ADMIN_KEY = os.environ.get("LLMCHAIN_ADMIN_KEY", ANVIL_DEV_KEY)
 # Key that signs oracle transactions (autoEval); the admin's by default on a laptop.
 LLMCHAIN_ORACLE_KEY = os.environ.get("LLMCHAIN_ORACLE_KEY", LLMCHAIN_ADMIN_KEY)
@@ -264,3 +274,23 @@ LLMCHAIN_DEBATE_EXPERTS = int(os.environ.get("LLMCHAIN_DEBATE_EXPERTS", "1"))  #
 LLMCHAIN_BOARD_MIN_EVALUATIONS = int(os.environ.get("LLMCHAIN_BOARD_MIN_EVALUATIONS", "5"))
 # How long an expert holds a queue item; an unanswered item passes to another expert after it.
 LLMCHAIN_CLAIM_MINUTES = float(os.environ.get("LLMCHAIN_CLAIM_MINUTES", "15"))
+
+# --- Serving in the open ------------------------------------------------------------------------------
+# The Content-Security-Policy (django-csp), in every profile so that the tests run under it: scripts,
+# styles, fonts and images from this site only (htmx, its ws extension, Chart.js and the page scripts
+# are static files; no inline script, style or handler), requests and the chat's websocket to this
+# site only ('self' covers ws:/wss: to the same host), no plugins, frames or foreign form targets.
+CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
+    "default-src": ["'self'"], "script-src": ["'self'"], "style-src": ["'self'"], "img-src": ["'self'", "data:"],
+    "font-src": ["'self'"], "connect-src": ["'self'"], "object-src": ["'none'"], "base-uri": ["'none'"],
+    "form-action": ["'self'"], "frame-ancestors": ["'none'"]}}
+if LLMCHAIN_PROFILE == "production":
+    SECURE_SSL_REDIRECT = True
+    SECURE_HSTS_SECONDS = int(os.environ.get("LLMCHAIN_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("LLMCHAIN_HSTS_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("LLMCHAIN_HSTS_PRELOAD", True)
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    X_FRAME_OPTIONS = "DENY"
+    # Behind a TLS-terminating proxy that sets X-Forwarded-Proto (and strips it from clients' requests).
+    if env_bool("LLMCHAIN_BEHIND_PROXY", False):
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

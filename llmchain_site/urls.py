@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.http import HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 handler403 = "llmchain_site.errors.permission_denied"
 handler404 = "llmchain_site.errors.page_not_found"
@@ -22,5 +22,5 @@ urlpatterns = [
     path("", include("apps.annotate.urls")),
     path("api/", include("apps.chat.api_urls")),
     path("api/", include([path("schema", SpectacularAPIView.as_view(), name="api-schema"),
-                          path("docs", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs")])),
+                          path("docs", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs")])),
 ]

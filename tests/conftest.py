@@ -14,6 +14,9 @@ from django.conf import settings as django_settings
 # tests start, and in this process's settings (read before this file).
 os.environ.setdefault("LLMCHAIN_FINALITY", "0")
 django_settings.LLMCHAIN_FINALITY = os.environ["LLMCHAIN_FINALITY"]
+# pytest-django turns DEBUG off in this process, which is no deployment: the deployment check
+# (ops/checks.py, which the ASGI application runs on import) would refuse settings.py's laptop key.
+django_settings.SECRET_KEY = "tests-only-" + "k" * 60
 # Tests reach their own servers (anvil, js-ipfs, the model server, another site) on loopback ports the
 # OS picks, so the outbound guard admits loopback here, as a laptop's settings do; tests/security
 # narrows it again to show what it refuses.

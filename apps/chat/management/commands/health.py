@@ -20,10 +20,10 @@ class Command(BaseCommand):
         parser.add_argument("--interval", type=float, default=None)
 
     def handle(self, *args, follow=False, interval=None, **opts):
-        run_worker(self.check, idle_sleep=interval or settings.LLMCHAIN_HEALTH_INTERVAL_S, until=lambda: not follow,
+        run_worker(self.check_models, idle_sleep=interval or settings.LLMCHAIN_HEALTH_INTERVAL_S, until=lambda: not follow,
                    name="health checks")
 
-    def check(self) -> None:
+    def check_models(self) -> None:  # not `check`: BaseCommand.check runs the system checks
         results = run_checks()
         down = {name: error for name, error in results.items() if error}
         self.stdout.write(json.dumps({"checked": len(results), "down": down}))
