@@ -90,10 +90,14 @@ def _audit(event: str, args: tuple) -> None:
 sys.addaudithook(_audit)  # hooks cannot be removed: this one records only while a test asks it to
 
 
+SECRET_BODY = "internal: db password is hunter2"
+
+
 class HostileEndpoint:
     """An OpenAI-compatible endpoint on 127.0.0.1 that the allowlist admits, and that misbehaves as
     told: `mode` is "ok", "redirect" (to `redirect_to`), "huge" (megabytes of answer), "drip" (a
-    piece every 0.2 s, forever) or "chatty" (many more pieces than max_tokens)."""
+    piece every 0.2 s, forever), "chatty" (many more pieces than max_tokens) or "error" (a 500 whose
+    body says `SECRET_BODY`)."""
 
     def __init__(self):
         self.mode = "ok"
@@ -130,6 +134,14 @@ def _handler(endpoint: HostileEndpoint) -> type[BaseHTTPRequestHandler]:
 
         def _answer(self) -> None:
             endpoint.requests.append((self.command, self.path, self.headers.get("Host", "")))
+            if endpoint.mode == "error":
+                body = json.dumps({"error": {"message": SECRET_BODY}}).encode()
+                self.send_response(500)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             if endpoint.mode == "redirect":
                 self.send_response(302)
                 self.send_header("Location", endpoint.redirect_to)
