@@ -69,7 +69,7 @@ class Command(BaseCommand):
             call_command("runserver", addr, use_reloader=False)
         finally:
             if not announced.is_set() and any(a.password for a in accounts):  # never lose them unprinted
-                self.stdout.write(sign_in_text(f"http://{addr}", no_demo, accounts))
+                self.stdout.write(sign_in_text(site_url(addr), no_demo, accounts))
             for child in children:
                 if child.poll() is None:
                     child.terminate()
@@ -84,7 +84,7 @@ class Command(BaseCommand):
     def _announce(self, addr: str, no_demo: bool, accounts: list[DemoAccount], announced: threading.Event) -> None:
         """Once the site answers (or after a minute), end the start-up output with what to open and how
         to sign in; the demo's passwords are in it only on the start that created the accounts."""
-        host, _, port = addr.rpartition(":")
+        host, _, port = addr.rpartition(":")  # runserver's addr: "host:port" or a bare port
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -92,7 +92,7 @@ class Command(BaseCommand):
                 break
             except OSError:
                 time.sleep(0.3)
-        self.stdout.write(sign_in_text(f"http://{addr}", no_demo, accounts))
+        self.stdout.write(sign_in_text(site_url(addr), no_demo, accounts))
         announced.set()
 
     @staticmethod
@@ -140,13 +140,17 @@ class Command(BaseCommand):
             self.stdout.write(f"boards: derived {entries.rebuild()} entries from the indexed tables")
 
 
+def site_url(addr: str) -> str:
+    return f"http://{addr}" if ":" in addr else f"http://127.0.0.1:{addr}"
+
+
 def sign_in_text(url: str, no_demo: bool, accounts: list[DemoAccount]) -> str:
     lines = ["", f"LLMChain is up: open {url}/  (Ctrl-C stops the site, the workers and the node)"]
     if no_demo:
         return "\n".join([*lines, f"Sign up at {url}/signup/ (no demo: started with --no-demo)."])
-    lines.append("Demo data (filled in the background, a few minutes on a first start): the boards rank the MT-Bench "
-                 "replay models (with a progress line while the replay runs), the expert queue holds ScaleEval's "
-                 "recorded debates, /metaeval/ an example run.")
+    lines.append("Demo data fills in the background (the `demo:` lines say what it added or skipped): on a first "
+                 "start the boards rank the MT-Bench replay models within minutes (a progress line on the boards), "
+                 "the expert queue holds ScaleEval's recorded debates, /metaeval/ an example run.")
     new = [a for a in accounts if a.password]
     if new:
         lines.append(f"Sign in at {url}/login/ with a demo account (passwords shown this once, stored hashed):")
@@ -155,5 +159,5 @@ def sign_in_text(url: str, no_demo: bool, accounts: list[DemoAccount]) -> str:
     old = [a.username for a in accounts if not a.password]
     if old:
         lines.append(f"Demo accounts from an earlier start: {', '.join(old)} (their passwords were printed then; "
-                     "`python manage.py changepassword NAME` sets a new one). Or sign up at " f"{url}/signup/.")
+                     f"`python manage.py changepassword NAME` sets a new one). Or sign up at {url}/signup/.")
     return "\n".join(lines)
