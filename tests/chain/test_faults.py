@@ -24,10 +24,12 @@ import sys
 import threading
 import time
 from collections import Counter
+from io import StringIO
 from pathlib import Path
 
 import httpx
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
@@ -212,12 +214,19 @@ class Stack:
         self.replay: Service | None = None
         self.site_url = ""
 
-    def start_chain(self) -> None:
+    def start(self) -> None:
+        """The node with the contracts deployed, then the workers and the site."""
         self.node.start()
         client = ChainClient(self.node.url)
         admin = account_from_key(DEV_KEYS[0])
+        # The contracts go in at once (automine), not a transaction a second, then the node mines
+        # every second as started (and as it does again after each restart).
+        client.request("evm_setIntervalMining", [0])
+        client.request("evm_setAutomine", [True])
         deployment = deploy(client, admin)
         grant_role(client, deployment, admin, "ORACLE_ROLE", account_from_key(DEV_KEYS[1]).address)
+        client.request("evm_setAutomine", [False])
+        client.request("evm_setIntervalMining", [self.node.block_time])
         self.deployment_file = self.tmp / "deployment.json"
         deployment.save(self.deployment_file)
         self.ledger = Ledger(client, deployment)
@@ -235,21 +244,18 @@ class Stack:
                     # with "0", a call would be confirmed in a block that a crash of the node loses.
                     "LLMCHAIN_FINALITY": "auto",
                     "PYTHONUNBUFFERED": "1"}
-        manage = [sys.executable, "manage.py"]
+        manage, port = [sys.executable, "manage.py"], free_port()
+        self.site_url = f"http://127.0.0.1:{port}"
         self.services = {
             "chain": Service("chain", manage + ["chain", "work"], self.env, self.tmp / "chain.log"),
             "oracle": Service("oracle", manage + ["oracle", "work", "--no-health"], self.env, self.tmp / "oracle.log"),
+            "site": Service("site", [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                                     "llmchain_site.asgi:application"], self.env, self.tmp / "site.log"),
         }
-        self.services["chain"].start()
+        for service in self.services.values():
+            service.start()
 
-    def start_site(self) -> None:
-        port = free_port()
-        self.site_url = f"http://127.0.0.1:{port}"
-        self.services["site"] = Service("site", [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                                                 "llmchain_site.asgi:application"], self.env, self.tmp / "site.log")
-        self.services["site"].start()
-        self.services["oracle"].start()
-
+    def wait_for_site(self) -> None:
         def site_up() -> bool:
             try:
                 return httpx.get(self.site_url + "/api/contexts", timeout=2, trust_env=False).status_code == 200
@@ -267,9 +273,19 @@ class Stack:
         return {"chain": self.tmp / "chain.log", "oracle": self.tmp / "oracle.log", "site": self.tmp / "site.log",
                 "anvil": self.tmp / "anvil.log"}
 
-    def manage(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "manage.py", *args], cwd=REPO,
-                              env=self.env, capture_output=True, text=True, timeout=timeout)
+    def manage(self, *commands: list[str], timeout: float = 180) -> list[subprocess.CompletedProcess]:
+        """`manage.py` commands run side by side against the stack; their outcomes in order."""
+        procs = [subprocess.Popen([sys.executable, "manage.py", *args], cwd=REPO, env=self.env, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE) for args in commands]
+        done = []
+        for args, proc in zip(commands, procs):
+            try:
+                out, err = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, err = proc.communicate()
+            done.append(subprocess.CompletedProcess(args, proc.returncode, out, err))
+        return done
 
     def shutdown(self) -> None:
         self.unwritable.off()
@@ -443,7 +459,7 @@ def run_seed(seed: int, tmp: Path, settings, schedule: list[dict] | None = None)
     watch = LogWatch(stack.logs())
     problems: list[str] = []
     try:
-        stack.start_chain()
+        stack.start()
         watch.start()
         outbox.enqueue("addContext", admin_address(), {"contextId": context_id("writing"), "name": "writing"})
         wait_until(lambda: Context.objects.filter(context_id=context_id("writing")).exists(), 60,
@@ -453,7 +469,7 @@ def run_seed(seed: int, tmp: Path, settings, schedule: list[dict] | None = None)
         import_mtbench(root, contexts=[writing], progress=lambda _: None)
         for name in USERS:
             user(name)
-        stack.start_site()
+        stack.wait_for_site()
         tokens = {u: httpx.post(stack.site_url + "/api/token", json={"username": u, "password": PASSWORD},
                                 timeout=30, trust_env=False).json()["token"] for u in USERS}
         model_pks = dict(RegisteredModel.objects.values_list("name", "pk"))
@@ -468,9 +484,9 @@ def run_seed(seed: int, tmp: Path, settings, schedule: list[dict] | None = None)
         while (left := left_to_drain(load)) and time.monotonic() < deadline:
             time.sleep(0.5)
         drain_s = round(time.monotonic() - faults.last_fault_end, 1)
+        drained_at = time.monotonic()
         if left:
-            problems.append(f"not drained {DRAIN_TIMEOUT_S} s after the load: {left}; "
-                            f"chain status {stack.manage('chain', 'status').stdout.strip()}")
+            problems.append(f"not drained {DRAIN_TIMEOUT_S} s after the load: {left}")
         if stack.replay is not None:
             try:
                 stack.replay.proc.wait(30)
@@ -479,17 +495,14 @@ def run_seed(seed: int, tmp: Path, settings, schedule: list[dict] | None = None)
             if stack.replay.proc.returncode != 0:
                 problems.append(f"replay mtbench exited {stack.replay.proc.returncode}: {stack.replay.tail(600)}")
 
-        status = stack.manage("chain", "status")
-        try:
-            stuck_lanes = json.loads(status.stdout.strip().splitlines()[-1]).get("stuck_lanes", [])
-        except (ValueError, IndexError):
-            stuck_lanes = [f"chain status exited {status.returncode}: {status.stdout[-500:]}{status.stderr[-500:]}"]
-        if stuck_lanes:
-            problems.append(f"chain status reports stuck lanes: {stuck_lanes}")
-        audit = stack.manage("chain", "audit")
+        status = StringIO()
+        call_command("chain", "status", stdout=status)
+        report = json.loads(status.getvalue().strip().splitlines()[-1])
+        if report.get("stuck_lanes") or left:
+            problems.append(f"chain status: {status.getvalue().strip()}")
+        audit, verify = stack.manage(["chain", "audit"], ["leaderboard", "verify"])
         if audit.returncode != 0:
             problems.append(f"chain audit exited {audit.returncode}:\n{audit.stdout[-3000:]}{audit.stderr[-2000:]}")
-        verify = stack.manage("leaderboard", "verify")
         if verify.returncode != 0:
             problems.append(f"leaderboard verify exited {verify.returncode}:\n"
                             f"{verify.stdout[-4000:]}{verify.stderr[-2000:]}")
@@ -549,7 +562,10 @@ def run_seed(seed: int, tmp: Path, settings, schedule: list[dict] | None = None)
             "audit_exit": audit.returncode, "verify_exit": verify.returncode,
             "log_peaks": {name: [n, line[:80]] for name, (n, line, _) in peaks.items()},
             "log_lines": dict(watch.lines),
-            "seconds": round(time.monotonic() - started, 1),
+            "seconds": {"setup": round(t0 - started, 1), "load_and_faults": round(faults.last_fault_end - t0, 1),
+                        "drain": round(drained_at - faults.last_fault_end, 1),
+                        "checks": round(time.monotonic() - drained_at, 1),
+                        "total": round(time.monotonic() - started, 1)},
         }
         print("FAULTS " + json.dumps(summary), flush=True)
         return summary, problems
