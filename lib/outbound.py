@@ -208,9 +208,10 @@ def _name(host: str) -> str:
     return host.strip().lower().rstrip(".")
 
 
-def checked_address(host: str, port: int, allow: Allowlist | str) -> str:
+def checked_address(host: str, port: int, allow: Allowlist | str, *, lookup: bool = True) -> str:
     """Resolve `host` once and return the address to connect to; raise OutboundRefused unless
-    every address it resolves to is public or admitted by the allowlist."""
+    every address it resolves to is public or admitted by the allowlist. Without `lookup`, a host
+    name that needs DNS passes as it is (what it resolves to is checked when it is called)."""
     allow = allowlist(allow) if isinstance(allow, str) else allow
     literal = ip_literal(host)
     name = None if literal is not None else _name(host)
@@ -220,6 +221,8 @@ def checked_address(host: str, port: int, allow: Allowlist | str) -> str:
         addresses = [literal]
     elif name == "localhost" or name.endswith(".localhost"):
         addresses = [ipaddress.ip_address("127.0.0.1")]  # RFC 6761: loopback, never asked of DNS
+    elif not lookup:
+        return host
     else:
         try:
             addresses = [ipaddress.ip_address(a.split("%")[0]) for a in resolve(name, port)]
@@ -236,12 +239,13 @@ def checked_address(host: str, port: int, allow: Allowlist | str) -> str:
     return str(addresses[0])
 
 
-def check_url(url: str, allow: Allowlist | str, *, endpoint: bool = False) -> str:
+def check_url(url: str, allow: Allowlist | str, *, endpoint: bool = False, lookup: bool = True) -> str:
     """Refuse a URL this site would not call, before anything is sent; returns the URL.
 
     http(s) with a host only, and an address the guard admits. `endpoint`: a base URL that paths
     are appended to (a model endpoint, an IPFS API): no credentials, query or fragment either,
     which would carry secrets or swallow the appended path (`...?x=` + `/v1/chat/completions`).
+    `lookup=False` checks a host name without asking DNS (every connection checks it again anyway).
     """
     if any(c.isspace() or ord(c) < 32 or c == "\\" for c in url):
         raise OutboundRefused("the URL has spaces, control characters or backslashes")
@@ -258,7 +262,7 @@ def check_url(url: str, allow: Allowlist | str, *, endpoint: bool = False) -> st
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         raise OutboundRefused("the URL's port is not a number from 1 to 65535") from None
-    checked_address(parts.hostname, port, allow)
+    checked_address(parts.hostname, port, allow, lookup=lookup)
     return url
 
 

@@ -65,7 +65,8 @@ def check_endpoint_url(url: str) -> str:
         if "." not in host and host != "localhost":
             raise ValidationError({"endpoint_url": [f"{host!r} is not a full host name."]}) from None
     try:
-        outbound.check_url(url, settings.LLMCHAIN_OUTBOUND_ALLOW, endpoint=True)
+        # No DNS here: a name is checked, and pinned, each time the site connects to it.
+        outbound.check_url(url, settings.LLMCHAIN_OUTBOUND_ALLOW, endpoint=True, lookup=False)
     except outbound.OutboundRefused as exc:
         raise ValidationError({"endpoint_url": [f"Refused: {exc}."]}) from None
     return url.rstrip("/")

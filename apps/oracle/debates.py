@@ -321,7 +321,8 @@ def hold(job: DebateJob, gateway: Gateway | None = None) -> Debate | None:
         work.fail(job, exc, updated_at=timezone.now())
         return None
     except (GatewayError, TimeoutError) as exc:  # kept replies stay when the job is tried again
-        error = str(exc) or f"no answer within {settings.LLMCHAIN_DEBATE_TIMEOUT_S:g} s"
+        # the whole error, the endpoint's words included: debate jobs are the operator's (CLI, admin)
+        error = getattr(exc, "detail", "") or str(exc) or f"no answer within {settings.LLMCHAIN_DEBATE_TIMEOUT_S:g} s"
         work.retry_later(job, exc, message=f"a judge failed: {error}", base=RETRY_BASE_S,
                          cap=settings.LLMCHAIN_DEBATE_LEASE_S, max_attempts=MAX_ATTEMPTS, updated_at=timezone.now())
         log.warning("debate %s: %s", job.key, error)
@@ -426,6 +427,6 @@ class DebateEvaluator(Evaluator):
         try:
             result = protocol.run_debate(spec, ask, rounds=settings.LLMCHAIN_DEBATE_ROUNDS, rng=random.Random(seed))
         except (GatewayError, TimeoutError) as exc:  # undecided, and said so
-            log.warning("debate evaluator: pair %s: a judge failed: %s", item["id"], exc)
+            log.warning("debate evaluator: pair %s: a judge failed: %s", item["id"], getattr(exc, "detail", exc))
             return None
         return result

@@ -184,16 +184,18 @@ async def test_a_redirect_to_the_listener_is_not_followed(hostile, listener, soc
     assert_nothing_sent(listener, sockets)
 
 
-async def test_dns_rebinding_after_registration_is_refused_at_the_connection(dns, hostile, listener, sockets):
-    """The name passes the registration check (it resolves to the admitted 127.0.0.1 then), and
-    resolves to the metadata address when the site calls it: the guard checks the answer it connects to."""
+async def test_dns_rebinding_after_a_good_answer_is_refused_at_the_next_connection(dns, hostile, sockets):
+    """The name resolves to the admitted 127.0.0.1 when the endpoint is registered and first called,
+    then to the metadata address: each connection checks the answer it connects to."""
     dns.answer("rebind.example.test", ["127.0.0.1"], ["169.254.169.254"])
     url = f"http://rebind.example.test:{hostile.port}/v1"
-    assert check_endpoint_url(url) == url
+    assert check_endpoint_url(url) == url and dns.asked == []  # registration asks no DNS
+    await ask(url)
     with pytest.raises(EndpointRefused) as error:
         await ask(url)
     assert "a cloud metadata address" in error.value.detail
-    assert dns.asked == ["rebind.example.test"] * 2 and sockets.connects == [] and hostile.requests == []
+    assert dns.asked == ["rebind.example.test"] * 2
+    assert sockets.connects == [("127.0.0.1", hostile.port)] and len(hostile.requests) == 1
 
 
 async def test_the_connection_goes_to_the_address_checked_and_the_host_name_stays(dns, hostile, sockets):
