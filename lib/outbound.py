@@ -57,6 +57,13 @@ class OutboundRefused(OutboundError):
     permanent = True
 
 
+class HostUnresolved(OutboundError):
+    """The host name does not resolve (now): nothing was sent; DNS may answer later. A connection
+    raises it as httpx's ConnectError, as any unreachable host."""
+
+    permanent = False
+
+
 class AnswerTooLarge(OutboundError):
     """The answer went past its byte cap; reading stopped there."""
 
@@ -227,9 +234,9 @@ def checked_address(host: str, port: int, allow: Allowlist | str, *, lookup: boo
         try:
             addresses = [ipaddress.ip_address(a.split("%")[0]) for a in resolve(name, port)]
         except (OSError, UnicodeError, ValueError) as exc:
-            raise OutboundRefused(f"{host} cannot be resolved ({exc})") from exc
+            raise HostUnresolved(f"{host} cannot be resolved ({exc})") from exc
         if not addresses:
-            raise OutboundRefused(f"{host} resolves to no address")
+            raise HostUnresolved(f"{host} resolves to no address")
     for ip in addresses:
         reason = refusal(ip)
         if reason and not allow.admits(name, ip, port):
@@ -275,7 +282,10 @@ class _Backend(httpcore.NetworkBackend):
         self._allow, self._inner = allow, httpcore.SyncBackend()
 
     def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-        address = checked_address(host, port, self._allow)
+        try:
+            address = checked_address(host, port, self._allow)
+        except HostUnresolved as exc:
+            raise httpcore.ConnectError(str(exc)) from exc
         return self._inner.connect_tcp(address, port, timeout, local_address, socket_options)
 
     def connect_unix_socket(self, path, timeout=None, socket_options=None):
@@ -290,7 +300,10 @@ class _AsyncBackend(httpcore.AsyncNetworkBackend):
         self._allow, self._inner = allow, httpcore.AnyIOBackend()
 
     async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-        address = await anyio.to_thread.run_sync(checked_address, host, port, self._allow)
+        try:
+            address = await anyio.to_thread.run_sync(checked_address, host, port, self._allow)
+        except HostUnresolved as exc:
+            raise httpcore.ConnectError(str(exc)) from exc
         return await self._inner.connect_tcp(address, port, timeout, local_address, socket_options)
 
     async def connect_unix_socket(self, path, timeout=None, socket_options=None):

@@ -76,7 +76,7 @@ class Command(BaseCommand):
             try:
                 if url is not None:
                     outbound.check_url(url, settings.LLMCHAIN_OUTBOUND_ALLOW, endpoint=True)
-            except outbound.OutboundRefused as exc:
+            except outbound.OutboundError as exc:
                 raise usage(f"{name}: {exc}") from exc
         for name, address in (("--reputation", reputation), ("--identity", identity)):
             if address is not None and not is_address(address):
