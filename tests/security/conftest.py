@@ -135,26 +135,14 @@ def _handler(endpoint: HostileEndpoint) -> type[BaseHTTPRequestHandler]:
         def _answer(self) -> None:
             endpoint.requests.append((self.command, self.path, self.headers.get("Host", "")))
             if endpoint.mode == "error":
-                body = json.dumps({"error": {"message": SECRET_BODY}}).encode()
-                self.send_response(500)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-                return
+                return self._json(500, {"error": {"message": SECRET_BODY}})
             if endpoint.mode == "redirect":
                 self.send_response(302)
                 self.send_header("Location", endpoint.redirect_to)
                 self.end_headers()
                 return
             if self.path.endswith("/models"):
-                body = json.dumps({"object": "list", "data": [{"id": "tiny", "object": "model"}]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-                return
+                return self._json(200, {"object": "list", "data": [{"id": "tiny", "object": "model"}]})
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
@@ -162,6 +150,14 @@ def _handler(endpoint: HostileEndpoint) -> type[BaseHTTPRequestHandler]:
                 self._stream()
             except OSError:  # the client hung up: what the caps are for
                 pass
+
+        def _json(self, status: int, payload: dict) -> None:
+            body = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
 
         def _stream(self) -> None:
             if endpoint.mode == "huge":
