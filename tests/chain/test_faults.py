@@ -297,14 +297,12 @@ class Stack:
 
 # --- the faults ----------------------------------------------------------------------------------
 
-RECEIPT_STATUSES_LEFT = ("signed", "sent", "dropped")  # a transaction in any other status has a receipt
-
-
 class Faults:
     """Runs the schedule on the test's thread, ticking every 10 ms: each fault starts at its time and
     ends (node or worker restarted, store writable again) `down_s` later. A kill "after a receipt"
-    is armed at its time and fires on the first transaction whose receipt the submitter records
-    after that, polling the database every tick."""
+    is armed at its time and fires on the first transaction the submitter records as mined after
+    that (a receipt in a block that is not final yet: one the kill may make the node lose), polling
+    the database every tick."""
 
     TICK_S = 0.01
     RECEIPT_WAIT_S = 20
@@ -368,7 +366,7 @@ class Faults:
 
     def _poll_receipt(self, now: float) -> None:
         fault, since, since_db = self.armed
-        tx = (ChainTransaction.objects.exclude(status__in=RECEIPT_STATUSES_LEFT).filter(mined_at__gte=since_db)
+        tx = (ChainTransaction.objects.filter(status=ChainTransaction.Status.MINED, mined_at__gte=since_db)
               .order_by("mined_at").values("function", "nonce", "block_number", "mined_at", "status").first())
         waited = time.monotonic() - since
         if tx is None and waited < self.RECEIPT_WAIT_S:
