@@ -78,9 +78,9 @@ QUESTIONS = {q: f"Write two sentences about {t}." for q, t in enumerate(TOPICS, 
 # (eth_getTransactionReceipt), the faulty ones at 68-116. The hot loop of issue 16 wrote ~6,500
 # identical lines a second to anvil's log (the same transactions re-sent on every pass); the code
 # before the fix, in this test, wrote "re-sending N transactions the node does not hold" 73-117
-# times a second to the chain worker's log and 511-1,460 eth_getTransactionReceipt lines a second
-# to anvil's, with 1 to 20 transactions stuck. The limits sit several times above the clean peaks
-# and below those loops.
+# times a second to the chain worker's log, and 511-1,460 eth_getTransactionReceipt lines a second
+# to anvil's with 7 and 20 transactions stuck (168 with one: the worker's own line catches that).
+# The limits sit several times above the clean peaks and below those loops.
 MAX_REPEATS = {"chain": 10, "oracle": 10, "site": 20, "anvil": 300}
 
 
