@@ -47,8 +47,12 @@ def test_a_server_database_is_never_migrated_behind_its_owner_s_back(monkeypatch
         raise AssertionError("looked for migrations to apply")
 
     monkeypatch.setattr("llmchain_site.firstrun.MigrationExecutor", refuse)
+    monkeypatch.delenv("DATABASE_URL", raising=False)
     monkeypatch.setattr(connection, "vendor", "postgresql")
     assert migrate_local_database(["manage.py", "chain", "status"]) == 0
     monkeypatch.setattr(connection, "vendor", "sqlite")
+    monkeypatch.setenv("DATABASE_URL", "sqlite:////nonexistent/never-opened.sqlite3")  # configured: left alone
+    assert migrate_local_database(["manage.py", "chain", "status"]) == 0
+    monkeypatch.delenv("DATABASE_URL")  # the laptop's default database: looked at
     with pytest.raises(AssertionError, match="looked for migrations"):
         migrate_local_database(["manage.py", "chain", "status"])
