@@ -8,6 +8,7 @@ given and the judges' recorded first-round verdicts. Screenshots go to test-arti
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import re
@@ -20,6 +21,7 @@ from playwright.sync_api import expect
 
 from apps.annotate.models import Debate, ExpertVerdict, QueueItem
 from apps.annotate.report import debates_report
+from lib.markdown import render
 from tests.personas import expert
 
 from .test_chat_in_browser import log_in
@@ -130,6 +132,15 @@ def kappa_by_hand(answers: list[dict[int, str]]) -> float:
 
 # --- the pages ---------------------------------------------------------------------------------
 
+def words(text: str) -> list[str]:
+    return text.split()
+
+
+def as_rendered(raw: str) -> list[str]:
+    """The words a reader sees of `raw` once the page renders it as sanitized Markdown."""
+    return words(html.unescape(re.sub(r"<[^>]+>", "", render(raw))))
+
+
 def answer_the_queue(page, plan, shot=None) -> None:
     """Check each item shows its real debate (as text), then press the planned key."""
     for number, (upstream_id, key) in enumerate(plan):
@@ -137,17 +148,17 @@ def answer_the_queue(page, plan, shot=None) -> None:
         item = page.locator("#item")
         expect(item).to_have_attribute("data-item", str(debate.queue_item.pk))
         assert page.locator("pre.question").text_content().strip() == debate.question.strip()
-        shown = page.locator(".submission pre")
-        assert [shown.nth(i).text_content().strip() for i in (0, 1)] == [debate.submission_1.strip(),
-                                                                          debate.submission_2.strip()]
+        shown = page.locator(".submission .markdown")
+        assert [words(shown.nth(i).text_content()) for i in (0, 1)] == [as_rendered(debate.submission_1),
+                                                                         as_rendered(debate.submission_2)]
         turns = list(debate.turns.all())
         rounds = page.locator("section.round")
         expect(rounds).to_have_count(debate.rounds)
-        reasoning = page.locator("pre.reasoning")
+        reasoning = page.locator(".reasoning")
         expect(reasoning).to_have_count(len(turns))
         for i, turn in enumerate(turns):
             expect(rounds.nth(turn.round)).to_contain_text(f"{turn.agent} (speaker {turn.speaker})")
-            assert reasoning.nth(i).text_content().strip() == turn.reasoning.strip()
+            assert words(reasoning.nth(i).text_content()) == as_rendered(turn.reasoning)
         if shot and number == 0:
             shot(page, "first-debate")
         page.keyboard.press(key)
@@ -217,7 +228,7 @@ def test_experts_answer_imported_debates_and_the_report_follows(site, page, shot
     expect(page.locator("#progress")).to_contain_text("Answered by you: 0 · still open for you: 9 · in the queue: 9")
     answer_the_queue(page, ERIN[:1], shot)
     # Debate 23's claude-2 wrapped its reply in "<function1>...</function1>": shown as text, never a tag.
-    expect(page.locator("pre.reasoning").filter(has_text="<function1>")).not_to_have_count(0)
+    expect(page.locator(".reasoning").filter(has_text="<function1>")).not_to_have_count(0)
     assert page.locator("function1").count() == 0
     answer_the_queue(page, ERIN[1:])
     expect(page.locator("#progress")).to_contain_text("Answered by you: 4")
