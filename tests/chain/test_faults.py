@@ -317,6 +317,7 @@ class Faults:
         self.armed: tuple[dict, float, object] | None = None  # fault, since (monotonic), since (db time)
         self.log: list[dict] = []
         self.heads: dict[int, int | None] = {}  # the node's head when a fault killed it
+        self.head, self.head_read_at = None, 0.0  # the head while a kill after a receipt is armed
         self.last_fault_end = 0.0
 
     def push(self, at: float, what: str, fault: dict) -> None:
@@ -350,6 +351,7 @@ class Faults:
                 self.push(now + 1, "start", fault)  # the node is down or about to be: a bit later
             elif kind == "node-after-receipt":
                 self.armed = (fault, time.monotonic(), timezone.now())
+                self.head, self.head_read_at = self._head(), time.monotonic()
             else:
                 self._kill_node(fault, now)
         elif kind.startswith("kill-"):
@@ -365,30 +367,39 @@ class Faults:
             self._record(fault, now, down_s=fault["down_s"], method=method)
             self.push(now + fault["down_s"], "end", fault)
 
+    def _head(self) -> int | None:
+        try:
+            return self.stack.ledger.client.block_number()
+        except ChainError:
+            return None
+
     def _poll_receipt(self, now: float) -> None:
         fault, since, since_db = self.armed
         tx = (ChainTransaction.objects.filter(status=ChainTransaction.Status.MINED, mined_at__gte=since_db)
               .order_by("mined_at").values("function", "nonce", "block_number", "mined_at", "status").first())
         waited = time.monotonic() - since
         if tx is None and waited < self.RECEIPT_WAIT_S:
+            if time.monotonic() - self.head_read_at > 0.2:  # the head, kept fresh off the kill's path
+                self.head, self.head_read_at = self._head(), time.monotonic()
             return
+        head = max(self.head or 0, tx["block_number"] if tx else 0) or None
+        self.stack.node.kill()
         self.armed = None
         extra = {"armed_s": round(waited, 2)}
         if tx is None:
             extra["receipt"] = f"none within {self.RECEIPT_WAIT_S} s"
         else:
+            extra["ms_after_receipt"] = round((timezone.now() - tx["mined_at"]).total_seconds() * 1000)
             extra["receipt"] = f"{tx['function']} nonce {tx['nonce']} block {tx['block_number']} ({tx['status']})"
-        self._kill_node(fault, now, receipt_at=tx and tx["mined_at"], **extra)
+        self._killed(fault, now, head, **extra)
 
-    def _kill_node(self, fault: dict, now: float, receipt_at=None, **extra) -> None:
-        """kill -9 of the node; the head it had is noted, to count the blocks its restart loses."""
-        try:
-            head = self.stack.ledger.client.block_number()
-        except ChainError:
-            head = None
+    def _kill_node(self, fault: dict, now: float) -> None:
+        head = self._head()
         self.stack.node.kill()
-        if receipt_at is not None:
-            extra["ms_after_receipt"] = round((timezone.now() - receipt_at).total_seconds() * 1000)
+        self._killed(fault, now, head)
+
+    def _killed(self, fault: dict, now: float, head: int | None, **extra) -> None:
+        """The node was killed with `head` as its last block: its restart tells how many it lost."""
         self.heads[id(fault)] = head
         self._record(fault, now, down_s=fault["down_s"], head=head, **extra)
         self.push(now + fault["down_s"], "end", fault)
