@@ -337,3 +337,16 @@ def page(chromium, site, shot, request):
             except Exception as exc:  # a crashed page must not hide the test's own failure
                 print(f"no failure screenshot: {exc}")
         context.close()
+
+
+def wait_for_js(page, expression: str, timeout: float = 15_000, interval: int = 50) -> None:
+    """`page.wait_for_function` without its in-page polling: after a first check Playwright builds the
+    predicate with eval, which the site's Content-Security-Policy (no 'unsafe-eval') refuses, so this
+    asks again from the test, every `interval` ms, until `expression` is true or `timeout` ms pass."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+    deadline = time.monotonic() + timeout / 1000
+    while not page.evaluate(expression):
+        if time.monotonic() > deadline:
+            raise PlaywrightTimeoutError(f"not true within {timeout:.0f} ms: {expression}")
+        page.wait_for_timeout(interval)

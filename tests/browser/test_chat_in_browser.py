@@ -19,6 +19,7 @@ from apps.chat.replay import import_mtbench
 from tests.chat.factories import write_mtbench
 from tests.openai_endpoint import OpenAIEndpoint, dead_url
 from tests.personas import PASSWORD, developer, user
+from tests.browser.conftest import wait_for_js
 
 pytestmark = [pytest.mark.browser, pytest.mark.chain, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -73,7 +74,7 @@ def start_chat(page, context: str, model_label: str) -> None:
     page.get_by_role("button", name="Start chatting").click()
     expect(page).to_have_url(re.compile(r"/chat/\d+/$"))
     expect(page.locator("h1")).to_contain_text(context)
-    page.wait_for_function("window.__sockets.some(s => s.url.includes('/ws/chat/') && s.readyState === 1)")
+    wait_for_js(page, "window.__sockets.some(s => s.url.includes('/ws/chat/') && s.readyState === 1)")
 
 
 def send_prompt(page, prompt: str) -> None:
@@ -114,9 +115,9 @@ def test_a_newcomer_signs_up_and_chats_with_the_built_in_model(site, page, shot,
     start_chat(page, "math", BUILTIN)
     send_prompt(page, "Write two sentences about the sea.")
     try:  # a picture of the answer half-written, if the model is not faster than the browser
-        page.wait_for_function("""() => { const t = document.querySelector('#messages .turn');
+        wait_for_js(page, """() => { const t = document.querySelector('#messages .turn');
             return t && t.dataset.status === 'streaming' && t.querySelector('.answer').textContent.length > 0; }""",
-                               timeout=ANSWER_TIMEOUT_MS)
+                    timeout=ANSWER_TIMEOUT_MS)
         shot(page, "chat-streaming")
     except PlaywrightTimeoutError:
         pass

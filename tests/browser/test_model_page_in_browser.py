@@ -25,6 +25,7 @@ from apps.leaderboard.models import BoardEntry
 from lib import records
 from lib.ids import b32
 from tests.chat.factories import write_mtbench
+from tests.browser.conftest import wait_for_js
 
 pytestmark = [pytest.mark.browser, pytest.mark.chain, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -113,7 +114,7 @@ def settled(ledger, model, interaction_ids, context_ids) -> list[BoardEntry] | N
 
 
 def chart_of(page) -> dict:
-    page.wait_for_function(f"({CHART_POINTS})() !== null")
+    wait_for_js(page, f"({CHART_POINTS})() !== null")
     return page.evaluate(CHART_POINTS)
 
 
@@ -174,8 +175,8 @@ def test_a_visitor_opens_a_model_from_the_board_and_sees_its_metadata_and_reputa
     # Switching to `writing` redraws it with that context's history, ending at the REP.
     option = page.locator("#rep-chart-context option", has_text="writing")
     page.select_option("#rep-chart-context", value=option.get_attribute("value"))
-    page.wait_for_function("document.getElementById('rep-chart-canvas').dataset.context === "
-                           f"'{writing.context_id}'")
+    wait_for_js(page, "document.getElementById('rep-chart-canvas').dataset.context === "
+                f"'{writing.context_id}'")
     chart = chart_of(page)
     points = {d["key"]: d["points"] for d in chart["datasets"]}
     assert points == expected_points(entry.history)
