@@ -125,9 +125,13 @@ class AnvilNode(LocalProcess):
             self.port = free_port()
         if self.log_file:
             Path(self.log_file).parent.mkdir(parents=True, exist_ok=True)
-        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
-        self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        if self.log_file:
+            with open(self.log_file, "ab") as out:  # the child keeps its own copy of the descriptor
+                self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
+                                             start_new_session=True)
+        else:
+            self.proc = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
