@@ -104,14 +104,24 @@ def wait_answer(page, timeout_ms: int) -> str:
 
 # --- chatting ------------------------------------------------------------------------------------
 
-def test_a_newcomer_signs_up_and_chats_with_the_built_in_model(site, page, shot, model_server):
+def test_a_newcomer_signs_up_and_chats_with_the_built_in_model(site, page, shot, model_server, tmp_path):
     register_model(developer("dave"), ModelFields(
         name=BUILTIN, provider="LLMChain built-in", endpoint_url=model_server.url,
         endpoint_model=model_server.model, api_key=model_server.api_key))
 
+    # A replay model runs in `math` too, with a better name for an alphabetical pick: it is never the default.
+    root = write_mtbench(tmp_path / "mt_bench", {3: ("math", ["What is 2 + 2?", "And 3 + 3?"])},
+                         {"abacus-1b": {3: ["4", "6"]}})
+    import_mtbench(root, contexts=list(Context.objects.all()), progress=lambda _: None)
+
     sign_up_in_browser(page, "newcomer")
     expect(page.locator("select[name=context] option")).to_have_count(8)
     shot(page, "chat-index")
+    with page.expect_response(re.compile(r"/chat/models\?"), timeout=5_000):
+        page.locator("select[name=context]").select_option(label="math")
+    default = page.locator("#model-select select[name=model]")
+    expect(default.locator("option", has_text="abacus-1b (replay)")).to_have_count(1)
+    assert default.evaluate("s => s.options[s.selectedIndex].text") == BUILTIN  # the default answers free prompts
     start_chat(page, "math", BUILTIN)
     send_prompt(page, "Write two sentences about the sea.")
     try:  # a picture of the answer half-written, if the model is not faster than the browser
