@@ -22,7 +22,8 @@ DEBUG = env_bool("DEBUG", True)
 # unsafe deployment (the committed SECRET_KEY, anvil's keys off a local chain, ...).
 LLMCHAIN_PROFILE = os.environ.get("LLMCHAIN_PROFILE", "development" if DEBUG else "production")
 # The default key is for a laptop only; production sets SECRET_KEY.
-SECRET_KEY = os.environ.get("SECRET_KEY", "llmchain-insecure-development-key")
+DEVELOPMENT_SECRET_KEY = "llmchain-insecure-development-key"  # ops/checks.py refuses it with DEBUG off
+SECRET_KEY = os.environ.get("SECRET_KEY", DEVELOPMENT_SECRET_KEY)
 ALLOWED_HOSTS = [h for h in os.environ.get(
     "ALLOWED_HOSTS", "" if LLMCHAIN_PROFILE == "production" else "localhost,127.0.0.1,[::1],testserver").split(",") if h]
 
@@ -193,7 +194,7 @@ LLMCHAIN_FINALITY = os.environ.get("LLMCHAIN_FINALITY", "auto")
 # A local anvil (state written every LLMCHAIN_NODE_STATE_INTERVAL_S s) that crashes loses the blocks
 # mined since its last write: the local finality depth stays above what a crash can lose.
 LLMCHAIN_NODE_STATE_INTERVAL_S = int(os.environ.get("LLMCHAIN_NODE_STATE_INTERVAL_S", "3"))
-LLMCHAIN_LOCAL_FINALITY = int(os.environ.get("LLMCHAIN_LOCAL_FINALITY", "5"))
+LLMCHAIN_LOCAL_FINALITY = int(os.environ.get("LLMCHAIN_LOCAL_FINALITY", max(5, LLMCHAIN_NODE_STATE_INTERVAL_S + 2)))
 # Hashes of the last folded blocks kept to find the common ancestor after a reorg; a deeper
 # reorg rebuilds the indexed tables from the deployment block.
 LLMCHAIN_REORG_WINDOW = int(os.environ.get("LLMCHAIN_REORG_WINDOW", "256"))

@@ -17,7 +17,6 @@ from django.core import checks
 
 from apps.chain.node import DEV_KEYS
 
-DEVELOPMENT_SECRET_KEY = "llmchain-insecure-development-key"  # settings.py's laptop default
 MIN_SECRET_KEY_LENGTH = 50  # Django's own deployment check asks as much
 
 
@@ -29,7 +28,7 @@ def unsafe_settings() -> list[tuple[str, str]]:
     """(variable to set, what is wrong with it now) for each setting that makes this deployment unsafe."""
     problems = []
     if not settings.DEBUG:
-        if settings.SECRET_KEY == DEVELOPMENT_SECRET_KEY:
+        if settings.SECRET_KEY == settings.DEVELOPMENT_SECRET_KEY:
             problems.append(("SECRET_KEY", "is the development key committed in settings.py"))
         elif len(settings.SECRET_KEY) < MIN_SECRET_KEY_LENGTH:
             problems.append(("SECRET_KEY", f"is shorter than {MIN_SECRET_KEY_LENGTH} characters"))
@@ -40,7 +39,7 @@ def unsafe_settings() -> list[tuple[str, str]]:
         if settings.LLMCHAIN_PROFILE == "production" and not settings.ALLOWED_HOSTS:
             problems.append(("ALLOWED_HOSTS", "is empty: name the host names the site answers to"))
     if not settings.LLMCHAIN_DEV_CHAIN:
-        published = {_key(k) for k in DEV_KEYS} | {_key(settings.ANVIL_DEV_KEY)}
+        published = {_key(k) for k in DEV_KEYS}  # settings.ANVIL_DEV_KEY is the first
         admin, oracle = _key(settings.LLMCHAIN_ADMIN_KEY), _key(settings.LLMCHAIN_ORACLE_KEY)
         if admin in published:
             problems.append(("LLMCHAIN_ADMIN_KEY", "is one of anvil's published development keys"))

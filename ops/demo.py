@@ -31,7 +31,7 @@ from django.db import transaction
 from apps.annotate.models import MetaEvalRun
 from apps.annotate.scaleeval import ScaleEvalError, import_scaleeval
 from apps.chat.accounts import sign_up
-from apps.chat.replay import ImportError_, ensure_contexts, import_mtbench
+from apps.chat.replay import ImportError_, ensure_contexts, import_mtbench, mtbench_root
 from apps.chat.roles import grant_role
 from apps.oracle.replay import queue_mtbench
 
@@ -110,8 +110,11 @@ def import_debates(say) -> None:
 
 
 def _mtbench() -> Path | None:
-    root = Path(settings.LLMCHAIN_MTBENCH_DIR)
-    return root if (root / "question.jsonl").exists() else None
+    """The MT-Bench folder LLMCHAIN_MTBENCH_DIR names (as the importers read it), or None without one."""
+    try:
+        return mtbench_root(Path(settings.LLMCHAIN_MTBENCH_DIR))
+    except ImportError_:
+        return None
 
 
 def replay_subset(say) -> None:

@@ -4,9 +4,10 @@ completions, behind an API key when it is given one, answering 401 as OpenAI doe
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from apps.chain.node import free_port
 
 
 class OpenAIEndpoint:
@@ -33,9 +34,7 @@ class OpenAIEndpoint:
 
 def dead_url() -> str:
     """The base URL of a port on 127.0.0.1 where nothing listens."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    return f"http://127.0.0.1:{free_port()}/v1"
 
 
 def _handler(endpoint: OpenAIEndpoint) -> type[BaseHTTPRequestHandler]:

@@ -4,7 +4,6 @@ printing each line once."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import httpx
 import pytest
 from django.urls import path
 
+from apps.chain.node import free_port
 from apps.chat.models import Conversation
 from llmchain_site import urls as site_urls
 from tests.chat.factories import make_contexts
@@ -104,17 +104,11 @@ def test_the_favicon_is_linked_from_every_page_and_favicon_ico_finds_it(client):
     assert Path(finders.find("favicon.svg")).read_text().startswith("<svg ")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_each_log_line_is_printed_once(tmp_path):
     """`manage.py runserver` (daphne, as `make run` serves the site): its request line and Django's
     "Not Found" warning each appear once in what the process prints."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "LLMCHAIN_VAR_DIR": str(tmp_path), "DEBUG": "1", "PYTHONUNBUFFERED": "1"}
     env.pop("DATABASE_URL", None)
     log = tmp_path / "runserver.log"

@@ -126,7 +126,7 @@ def data_root(path: Path) -> Path:
     if not path.is_dir():
         raise ScaleEvalError(f"{path} is not a folder: PATH must be the scaleeval folder (with results/) "
                              "or its results/ folder")
-    if not (path / "results").is_dir() and next(path.glob(RESULTS_PATTERN), None) is not None:
+    if path.name == "results" and not (path / "results").is_dir() and next(path.glob(RESULTS_PATTERN), None):
         return path.parent
     return path
 

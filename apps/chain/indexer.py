@@ -170,7 +170,7 @@ def index_once(ledger: Ledger, max_blocks: int = 5000) -> int:
     (and fold what follows it), in the same transaction."""
     name = cursor_name(ledger)
     cursor = IndexerCursor.objects.filter(name=name).first()
-    head, final = ledger.head_and_final()
+    _, final = ledger.head_and_final()
     if cursor and cursor.last_hash:
         tip = ledger.client.block_hashes([cursor.last_block])[cursor.last_block]
         if tip is None or tip["hash"] != cursor.last_hash:
@@ -192,7 +192,7 @@ def _fold_range(ledger: Ledger, name: str, start: int, end: int, *, parent: str,
     """Fold blocks start..end, which must descend from `parent` (the hash of block start - 1; "" when
     unknown), into the tables; with `rollback_to`, roll the tables back to that block first, in the
     same transaction. `expected` is the cursor this pass read: another indexer that moved it since
-    wins, and this pass folds nothing."""
+    wins, and this pass folds nothing. Everything is read from the node before the transaction opens."""
     window = settings.LLMCHAIN_REORG_WINDOW
     kept_from = max(start, end - window + 1)
     headers = ledger.client.block_hashes(sorted({start} | set(range(kept_from, end + 1))))
@@ -207,12 +207,13 @@ def _fold_range(ledger: Ledger, name: str, start: int, end: int, *, parent: str,
     for e in events:
         if e["block"] in headers and e["block_hash"] != headers[e["block"]]["hash"]:
             raise ChainMoved(f"a log of block {e['block']} is from another branch")
+    metadata = _metadata_at(ledger, rollback_to) if rollback_to is not None else {}
     with transaction.atomic():
         current = IndexerCursor.objects.select_for_update().filter(name=name).first()
         if ((current.last_block, current.last_hash) if current else None) != expected:
             return 0  # another indexer folded (or rolled back) meanwhile
         if rollback_to is not None:
-            rollback(ledger, name, rollback_to)
+            rollback(name, rollback_to, metadata)
         fold(events)
         IndexedBlock.objects.bulk_create([IndexedBlock(cursor=name, number=n, hash=headers[n]["hash"])
                                           for n in range(kept_from, end + 1)],
@@ -248,18 +249,20 @@ def _reorganise(ledger: Ledger, name: str, cursor: IndexerCursor, final: int, ma
                                rollback_to=number)
     except ChainMoved as exc:
         log.info("the new branch moved while it was read (%s); rolling back only", exc)
+    metadata = _metadata_at(ledger, number)
     with transaction.atomic():
         current = IndexerCursor.objects.select_for_update().filter(name=name).first()
         if current is None or (current.last_block, current.last_hash) != expected:
             return 0
-        rollback(ledger, name, number)
+        rollback(name, number, metadata)
     return 1
 
 
-def rollback(ledger: Ledger, name: str, ancestor: int) -> None:
+def rollback(name: str, ancestor: int, metadata: dict[str, tuple[str, int]]) -> None:
     """Forget everything the indexed tables took from blocks after `ancestor` (call inside a
-    transaction): rows created there go, values set there return to what they were at `ancestor`,
-    and the derived tables follow through `folded`."""
+    transaction): rows created there go, values set there return to what they were at `ancestor`
+    (`metadata`: `_metadata_at(ledger, ancestor)`, read before the transaction), and the derived
+    tables follow through `folded`."""
     pairs = set(ReputationChange.objects.filter(block_number__gt=ancestor)
                 .values_list("model_id", "context_id").distinct())
     ReputationChange.objects.filter(block_number__gt=ancestor).delete()
@@ -278,7 +281,7 @@ def rollback(ledger: Ledger, name: str, ancestor: int) -> None:
     Interaction.objects.filter(reputation_block__gt=ancestor).update(reputation_tx="", reputation_block=None)
     models = set(LedgerModel.objects.filter(metadata_block__gt=ancestor).values_list("model_id", flat=True))
     LedgerModel.objects.filter(block_number__gt=ancestor).delete()
-    for model_id, (cid, block) in _metadata_at(ledger, models, ancestor).items():
+    for model_id, (cid, block) in metadata.items():
         LedgerModel.objects.filter(model_id=model_id).update(metadata_cid=cid, metadata_block=block)
     contexts = set(Context.objects.filter(block_number__gt=ancestor).values_list("context_id", flat=True))
     Context.objects.filter(block_number__gt=ancestor).delete()
@@ -290,9 +293,10 @@ def rollback(ledger: Ledger, name: str, ancestor: int) -> None:
         folded.send(sender=rollback, pairs=pairs, models=models, contexts=contexts)
 
 
-def _metadata_at(ledger: Ledger, model_ids: set[str], block: int) -> dict[str, tuple[str, int]]:
-    """Each model's metadata CID as of `block` (its last ModelAdded or ModelMetadataUpdated event up to
-    there), for the models that still exist then."""
+def _metadata_at(ledger: Ledger, block: int) -> dict[str, tuple[str, int]]:
+    """The metadata CID as of `block` (the last ModelAdded or ModelMetadataUpdated event up to there) of
+    each model whose CID was set after it, among those that existed then; read from the node."""
+    model_ids = set(LedgerModel.objects.filter(metadata_block__gt=block).values_list("model_id", flat=True))
     if not model_ids:
         return {}
     abi = ledger.abis["reputation"]

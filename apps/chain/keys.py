@@ -1,5 +1,5 @@
 """Private keys the site signs with: the operator's (from settings) and per-account keys
-stored encrypted at rest (Fernet, key derived from LLMCHAIN_KEY_SECRET)."""
+stored encrypted at rest (Fernet, keys derived from LLMCHAIN_KEY_SECRETS)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ from typing import Iterable
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from lib.errors import is_permanent
@@ -145,18 +145,18 @@ class Submitter:
                     changed.append(tx)
                 continue
             block, block_hash = int(receipt["blockNumber"], 16), receipt["blockHash"]
-            if tx.status != TX.MINED or tx.block_hash != block_hash:
+            newly_mined = tx.status != TX.MINED or tx.block_hash != block_hash
+            if newly_mined:
                 tx.status, tx.block_number, tx.block_hash = TX.MINED, block, block_hash
                 tx.gas_used = int(receipt["gasUsed"], 16)
                 tx.succeeded = int(receipt["status"], 16) == 1
                 tx.mined_at = now
-                changed.append(tx)
                 self.stats["mined"] += 1
             if block <= final:
                 tx.status, tx.final_at = (TX.CONFIRMED if tx.succeeded else TX.REVERTED), now
                 (confirmed if tx.succeeded else reverted).append(tx)
-                if tx not in changed:
-                    changed.append(tx)
+            if newly_mined or block <= final:
+                changed.append(tx)
         with transaction.atomic():
             ChainTransaction.objects.bulk_update(
                 changed, ["status", "block_number", "block_hash", "succeeded", "gas_used", "mined_at", "final_at",
@@ -218,21 +218,26 @@ class Submitter:
         LLMCHAIN_RESEND_AFTER_S, and the lane says why it waits meanwhile."""
         if not lanes:
             return
-        counts = self.client.batch([(("eth_getTransactionCount", [lane.address, tag]))
+        counts = self.client.batch([("eth_getTransactionCount", [lane.address, tag])
                                     for lane in lanes for tag in ("latest", "pending")])
         for reply in counts:
             if isinstance(reply, RpcError):
                 raise reply
+        nonces = {lane.pk: (int(counts[2 * i], 16), int(counts[2 * i + 1], 16)) for i, lane in enumerate(lanes)}
+        self._unfinalise_lost(lanes, {pk: latest for pk, (latest, _) in nonces.items()})
         now = timezone.now()
-        to_check: list[ChainTransaction] = []
-        for i, lane in enumerate(lanes):
-            latest, pending = int(counts[2 * i], 16), int(counts[2 * i + 1], 16)
-            self._unfinalise_lost(lane, latest)
-            stale = now - self.resend_after
-            to_check += list(ChainTransaction.objects.filter(sender=lane, status=TX.SENT)
-                             .filter(Q(nonce__gte=pending) | Q(sent_at__lt=stale))
-                             .filter(Q(next_send_at__isnull=True) | Q(next_send_at__lte=now)).defer("raw"))
-            self._fill_gap(lane, pending, now)
+        stale = now - self.resend_after
+        live: dict[int, list[ChainTransaction]] = defaultdict(list)
+        for tx in self._live(lanes, LIVE):
+            live[tx.sender_id].append(tx)
+        to_check = []
+        for lane in lanes:
+            pending = nonces[lane.pk][1]
+            txs = live[lane.pk]
+            to_check += [tx for tx in txs if tx.status == TX.SENT
+                         and (tx.nonce >= pending or (tx.sent_at is not None and tx.sent_at < stale))
+                         and (tx.next_send_at is None or tx.next_send_at <= now)]
+            self._fill_gap(lane, pending, next((tx.nonce for tx in txs if tx.nonce >= pending), None), now)
         if not to_check:
             return
         held = self.client.batch([("eth_getTransactionByHash", [tx.tx_hash]) for tx in to_check])
@@ -253,11 +258,19 @@ class Submitter:
     def _backoff(self, resends: int) -> timedelta:
         return backoff(resends, cap=settings.LLMCHAIN_RESEND_MAX_S)
 
-    def _unfinalise_lost(self, lane: Sender, latest: int) -> None:
-        lost = list(ChainTransaction.objects.filter(sender=lane, nonce__gte=latest,
-                                                    status__in=[TX.CONFIRMED, TX.REVERTED]).defer("raw"))
-        if not lost:
-            return
+    def _unfinalise_lost(self, lanes: list[Sender], latest: dict[int, int]) -> None:
+        """Final transactions at nonces the node's chain no longer counts (`latest`, by lane) were in
+        blocks it lost: back to signed, their calls unconfirmed. One query finds each lane's highest
+        final nonce; only a lane the node is below is read."""
+        final = [TX.CONFIRMED, TX.REVERTED]
+        top = dict(ChainTransaction.objects.filter(sender__in=lanes, status__in=final).values("sender")
+                   .annotate(top=Max("nonce")).values_list("sender", "top"))
+        for lane in lanes:
+            if top.get(lane.pk, -1) >= latest[lane.pk]:
+                self._unfinalise(lane, list(ChainTransaction.objects.filter(
+                    sender=lane, nonce__gte=latest[lane.pk], status__in=final).defer("raw")))
+
+    def _unfinalise(self, lane: Sender, lost: list[ChainTransaction]) -> None:
         with transaction.atomic():
             ChainTransaction.objects.filter(pk__in=[tx.pk for tx in lost]).update(
                 status=TX.SIGNED, block_number=None, block_hash="", succeeded=None, final_at=None, next_send_at=None)
@@ -268,9 +281,9 @@ class Submitter:
                     "LLMCHAIN_FINALITY): their calls are unconfirmed and sent again", len(lost), lane.address,
                     min(tx.nonce for tx in lost), max(tx.nonce for tx in lost))
 
-    def _fill_gap(self, lane: Sender, pending: int, now) -> None:
-        ours = (ChainTransaction.objects.filter(sender=lane, nonce__gte=pending)
-                .exclude(status=TX.DROPPED).order_by("nonce").values_list("nonce", flat=True).first())
+    def _fill_gap(self, lane: Sender, pending: int, ours: int | None, now) -> None:
+        """`ours`: the lane's lowest live nonce at or above the node's `pending` (a final transaction up
+        there was unfinalised just before, so live ones are all there can be)."""
         if ours is None or ours == pending:
             self._set_stuck(lane, "")
             return

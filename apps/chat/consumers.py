@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 
 from asgiref.sync import sync_to_async
@@ -13,13 +14,14 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.exceptions import ValidationError
-from django.template.loader import render_to_string
+from django.template.loader import get_template, render_to_string
 
 
 from . import conversations
-from .models import Conversation, Interaction, RegisteredModel
+from .models import Conversation, Interaction
 from .replay import replay_questions
 
+log = logging.getLogger(__name__)
 RENDER_EVERY_S = 0.1  # the streaming answer is rendered as Markdown at most this often
 
 
@@ -110,39 +112,41 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.answering = asyncio.create_task(self._answer(interaction))
 
     async def _answer(self, interaction: Interaction) -> None:
+        piece_template = get_template("chat/_answer_piece.html")
         parts: list[str] = []
-        last_render = [time.monotonic(), RENDER_EVERY_S]  # when, and how long the next wait is
+        next_render = time.monotonic() + RENDER_EVERY_S
 
         async def send_piece(piece: str) -> None:
+            nonlocal next_render
             parts.append(piece)
-            await self.send(render_to_string("chat/_answer_piece.html", {"i": interaction, "piece": piece}))
+            await self.send(piece_template.render({"i": interaction, "piece": piece}))
             # Every so often the whole answer so far is rendered as Markdown and replaces the raw pieces;
             # a long answer takes longer to render, so it is rendered less often (at most a quarter of the time).
-            if time.monotonic() - last_render[0] >= last_render[1]:
+            if time.monotonic() >= next_render:
                 started = time.monotonic()
                 html = await sync_to_async(render_to_string, thread_sensitive=False)(
                     "chat/_answer_render.html", {"i": interaction, "text": "".join(parts)})
                 await self.send(html)
-                last_render[:] = [time.monotonic(), max(RENDER_EVERY_S, 4 * (time.monotonic() - started))]
+                next_render = time.monotonic() + max(RENDER_EVERY_S, 4 * (time.monotonic() - started))
 
         try:
             await conversations.answer(interaction, self.conversation.model, on_piece=send_piece,
                                        db=database_sync_to_async, stop=self.stop)
-        except asyncio.CancelledError:
-            if not self.stop.is_set():
-                raise
-            asyncio.current_task().uncancel()  # stopped after the last piece: the turn is settled anyway
+        except Exception:  # noqa: BLE001 - answer() settled the turn as failed; the page still learns it ended
+            log.exception("the answer to interaction %s failed", interaction.pk)
         # The finished turn shows its evaluation and the chain's health: database reads, so not in the loop.
         await self.send(await database_sync_to_async(self._turn_end)(interaction.pk))
-        if self.conversation.model.kind == RegisteredModel.Kind.REPLAY:  # what it can be asked next
-            await self.send(await database_sync_to_async(self._replay_questions)())
+        questions = await database_sync_to_async(self._replay_questions)()
+        if questions:  # a replay model: what it can be asked next
+            await self.send(questions)
 
     def _turn_end(self, pk: int) -> str:
-        return render_to_string("chat/_turn_end.html", {"i": Interaction.objects.get(pk=pk), "last": True})
+        return render_to_string("chat/_turn_end.html", {"i": Interaction.objects.get(pk=pk)})
 
     def _replay_questions(self) -> str:
-        return render_to_string("chat/_replay_questions.html", {
-            "conversation": self.conversation, "questions": replay_questions(self.conversation), "oob": True})
+        questions = replay_questions(self.conversation)
+        return "" if questions is None else render_to_string("chat/_replay_questions.html", {
+            "conversation": self.conversation, "questions": questions, "oob": True})
 
     async def evaluation_update(self, event):
         """Pushed by the oracle's workers when an evaluation moves on."""

@@ -56,7 +56,7 @@ def begin_interaction(user, conversation: Conversation, prompt: str, replaces: I
                                       interaction_id=hex32(secrets.token_bytes(32)))
 
 
-def check_retry(user, conversation: Conversation, pk) -> Interaction:
+def check_retry(conversation: Conversation, pk) -> Interaction:
     """The turn to ask again (regenerate, or edit and resend): the conversation's last one only, so
     that no later turn was built on the answer it replaces."""
     last = conversation.interactions.order_by("-id").first()
@@ -67,7 +67,7 @@ def check_retry(user, conversation: Conversation, pk) -> Interaction:
 
 def retry_interaction(user, conversation: Conversation, pk, prompt: str | None = None) -> Interaction:
     """Ask the last turn again, with its prompt (regenerate) or an edited one; the earlier answer is kept."""
-    last = check_retry(user, conversation, pk)
+    last = check_retry(conversation, pk)
     return begin_interaction(user, conversation, last.prompt if prompt is None else prompt,
                              replaces=last.replaces or last)
 
@@ -82,7 +82,7 @@ def history(interaction: Interaction) -> list[dict]:
     for turn in earlier:
         latest[turn.replaces_id or turn.id] = turn
     messages = []
-    for turn in sorted(latest.values(), key=lambda t: t.replaces_id or t.id):
+    for turn in latest.values():  # in the order of the first turns (a dict keeps its first insertion's place)
         messages += [{"role": "user", "content": turn.prompt},
                      {"role": "assistant", "content": turn.answer}]
     return messages + [{"role": "user", "content": interaction.prompt}]
@@ -159,5 +159,10 @@ async def answer(interaction: Interaction, model: RegisteredModel, *,
     except BaseException:  # the server failed: keep what came
         await asyncio.shield(db(fail_interaction)(interaction, "the answer failed on the server", "".join(parts)))
         raise
-    await db(finish_interaction)(interaction, "".join(parts))
+    try:
+        await db(finish_interaction)(interaction, "".join(parts))
+    except asyncio.CancelledError:
+        if stop is None or not stop.is_set():
+            raise
+        asyncio.current_task().uncancel()  # Stop came after the last piece: the whole answer is saved as done
     return None

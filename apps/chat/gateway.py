@@ -107,6 +107,15 @@ def _unavailable(endpoint: Endpoint, exc: httpx.TransportError) -> EndpointUnava
     return EndpointUnavailable(f"the model's endpoint {what}", f"{endpoint.base_url} {what}: {exc!r}")
 
 
+# What a call to an endpoint can raise before its answer is read: the transport's failures, and what the
+# outbound guard (or httpx's URL parser) stopped. `_call_error` maps each to the gateway's error.
+CALL_ERRORS = (httpx.TransportError, outbound.OutboundError, httpx.InvalidURL)
+
+
+def _call_error(endpoint: Endpoint, exc: Exception) -> GatewayError:
+    return _unavailable(endpoint, exc) if isinstance(exc, httpx.TransportError) else _guarded(endpoint, exc)
+
+
 def _guarded(endpoint: Endpoint, exc: outbound.OutboundError | httpx.InvalidURL) -> GatewayError:
     """What the outbound guard (or httpx's URL parser) stopped, as the gateway's error."""
     detail = f"{endpoint.base_url}: {exc}"
@@ -169,10 +178,8 @@ class Gateway:
                         if pieces >= max_tokens:
                             return
                     return
-            except httpx.TransportError as exc:  # timeouts included
-                error: GatewayError = _unavailable(endpoint, exc)
-            except (outbound.OutboundError, httpx.InvalidURL) as exc:
-                error = _guarded(endpoint, exc)
+            except CALL_ERRORS as exc:  # timeouts included
+                error: GatewayError = _call_error(endpoint, exc)
             except GatewayError as exc:
                 error = exc
             if started or error.permanent or attempt == self.retries:
@@ -204,10 +211,8 @@ class Gateway:
                     raise BadResponse("the model's endpoint answered JSON that is not a chat completion",
                                       f"{endpoint.base_url} answered JSON that is not a chat completion")
                 return body
-            except httpx.TransportError as exc:  # timeouts included
-                error: GatewayError = _unavailable(endpoint, exc)
-            except (outbound.OutboundError, httpx.InvalidURL) as exc:
-                error = _guarded(endpoint, exc)
+            except CALL_ERRORS as exc:  # timeouts included
+                error: GatewayError = _call_error(endpoint, exc)
             except GatewayError as exc:
                 error = exc
             if error.permanent or attempt == self.retries:
@@ -220,17 +225,14 @@ class Gateway:
         try:
             async with self._client() as client:
                 response = await client.get(endpoint.url("models"), headers=endpoint.headers())
-        except httpx.TransportError as exc:  # timeouts included
-            raise _unavailable(endpoint, exc) from exc
-        except (outbound.OutboundError, httpx.InvalidURL) as exc:
-            raise _guarded(endpoint, exc) from exc
+        except CALL_ERRORS as exc:  # timeouts included
+            raise _call_error(endpoint, exc) from exc
         if response.status_code != 200:
             raise _error_for(response, response.content)
-        try:
-            ids = [m["id"] for m in response.json()["data"]]
-        except (ValueError, KeyError, TypeError) as exc:
+        ids = _model_ids(response)
+        if ids is None:
             raise BadResponse("the model's endpoint does not list its models the OpenAI way",
-                              f"{endpoint.base_url}/models is not an OpenAI model list") from exc
+                              f"{endpoint.base_url}/models is not an OpenAI model list")
         if endpoint.model not in ids:
             raise EndpointRefused("the model's endpoint does not serve the model",
                                   f"{endpoint.base_url} does not serve {endpoint.model!r} (it lists {ids[:5]})")
@@ -240,41 +242,52 @@ class Gateway:
         first failure: its model list, the model's name there, the API key, a one-token completion.
         Never raises for what the endpoint does: the result says it in plain words."""
         passed: list[str] = []
+
+        def failed(why: str) -> EndpointTest:
+            return EndpointTest(tuple(passed), why)
+
         try:
             async with self._client() as client:
                 response = await client.get(endpoint.url("models"), headers=endpoint.headers())
                 if response.status_code != 200:
-                    return EndpointTest(tuple(passed), _refusal("asking for its model list", response))
-                try:
-                    ids = [str(m["id"]) for m in response.json()["data"]]
-                except (ValueError, KeyError, TypeError):
-                    return EndpointTest(tuple(passed), f"{endpoint.url('models')} answered, but not with an "
-                                                       f"OpenAI model list: {response.text[:200]!r}")
+                    return failed(_refusal("asking for its model list", response))
+                ids = _model_ids(response)
+                if ids is None:
+                    return failed(f"{endpoint.url('models')} answered, but not with an OpenAI model list: "
+                                  f"{response.text[:200]!r}")
                 passed.append(f"{endpoint.url('models')} lists {len(ids)} model(s)")
                 if endpoint.model not in ids:
-                    return EndpointTest(tuple(passed), f"the endpoint does not list {endpoint.model!r}; "
-                                                       f"it lists {', '.join(map(repr, ids[:10])) or 'none'}")
+                    return failed(f"the endpoint does not list {endpoint.model!r}; "
+                                  f"it lists {', '.join(map(repr, ids[:10])) or 'none'}")
                 passed.append(f"it lists {endpoint.model!r}")
                 response = await client.post(
                     endpoint.url("chat/completions"), headers=endpoint.headers(),
                     json={"model": endpoint.model, "messages": [{"role": "user", "content": "Say OK."}],
                           "max_tokens": 1, "temperature": 0, "stream": False})
                 if response.status_code != 200:
-                    return EndpointTest(tuple(passed), _refusal("a one-token completion", response))
+                    return failed(_refusal("a one-token completion", response))
                 passed.append("it accepted the API key" if endpoint.api_key else "it needs no API key")
                 try:
                     text = response.json()["choices"][0]["message"]["content"]
                 except (ValueError, KeyError, IndexError, TypeError):
-                    return EndpointTest(tuple(passed), f"a one-token completion came back as something that is "
-                                                       f"not a chat completion: {response.text[:200]!r}")
+                    return failed("a one-token completion came back as something that is not a chat completion: "
+                                  f"{response.text[:200]!r}")
                 passed.append(f"it answered a one-token completion ({text!r})")
         except (outbound.OutboundError, httpx.InvalidURL) as exc:
-            return EndpointTest(tuple(passed), str(exc))
+            return failed(str(exc))
         except httpx.TransportError as exc:  # timeouts included
             if isinstance(exc, httpx.TimeoutException):
-                return EndpointTest(tuple(passed), f"{endpoint.base_url} did not answer in time ({type(exc).__name__})")
-            return EndpointTest(tuple(passed), f"{endpoint.base_url} cannot be reached: {_root_cause(exc)}")
+                return failed(f"{endpoint.base_url} did not answer in time ({type(exc).__name__})")
+            return failed(f"{endpoint.base_url} cannot be reached: {_root_cause(exc)}")
         return EndpointTest(tuple(passed))
+
+
+def _model_ids(response: httpx.Response) -> list[str] | None:
+    """The model ids of an OpenAI model list (`GET /models`), or None when the body is not one."""
+    try:
+        return [str(m["id"]) for m in response.json()["data"]]
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 async def _sse_text(response: httpx.Response) -> AsyncIterator[str]:

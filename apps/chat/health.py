@@ -9,6 +9,8 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from apps.chain.models import Reputation
+
 from .gateway import Gateway, GatewayError
 from .models import RegisteredModel
 from .providers import endpoint_of
@@ -53,15 +55,16 @@ def running_models(context=None):
     return models_for(context, qs) if context is not None else qs
 
 
+def rank_by_r(models, context) -> list[RegisteredModel]:
+    """`models` best R in `context` first; models without a reputation there last, by name."""
+    models = list(models)
+    r = dict(Reputation.objects.filter(context_id=context.context_id, model_id__in=[m.model_id for m in models])
+             .values_list("model_id", "r"))
+    return sorted(models, key=lambda m: (-r.get(m.model_id, -1), m.name))
+
+
 def chat_choices(context) -> list[RegisteredModel]:
     """The running models of `context` as the chat offers them: first the models that answer free
     prompts, best R in the context first (unranked ones after, by name), then the replay models, which
     answer only their recorded questions. The first one is the default; a replay model never is."""
-    from apps.chain.models import Reputation
-
-    models = list(running_models(context))
-    r = dict(Reputation.objects.filter(context_id=context.context_id, model_id__in=[m.model_id for m in models])
-             .values_list("model_id", "r"))
-    models.sort(key=lambda m: (m.kind == RegisteredModel.Kind.REPLAY, -r.get(m.model_id, -1), m.name))
-    return models
-
+    return sorted(rank_by_r(running_models(context), context), key=lambda m: m.kind == RegisteredModel.Kind.REPLAY)

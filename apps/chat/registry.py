@@ -116,8 +116,7 @@ class EndpointTestFailed(ValidationError):
         self.test = test
 
 
-def check_endpoint(user, fields: ModelFields, *, instance: RegisteredModel | None = None,
-                   gateway: Gateway | None = None) -> EndpointTest:
+def check_endpoint(user, fields: ModelFields, *, instance: RegisteredModel | None = None) -> EndpointTest:
     """Authorise and validate as check_fields does, then try the endpoint the fields name through
     the gateway (its model list, the model's name there, the API key, a one-token completion).
 
@@ -131,7 +130,7 @@ def check_endpoint(user, fields: ModelFields, *, instance: RegisteredModel | Non
         return EndpointTest(())
     api_key = fields.api_key or (decrypt_api_key(instance.api_key_encrypted) if instance is not None else "")
     endpoint = Endpoint(check_endpoint_url(fields.endpoint_url), fields.endpoint_model.strip(), api_key)
-    test = async_to_sync((gateway or Gateway(timeout=ENDPOINT_TEST_TIMEOUT, retries=0)).test_endpoint)(endpoint)
+    test = async_to_sync(Gateway(timeout=ENDPOINT_TEST_TIMEOUT, retries=0).test_endpoint)(endpoint)
     if not test.ok:
         raise EndpointTestFailed(test)
     return test

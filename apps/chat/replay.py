@@ -12,7 +12,7 @@ from apps.chain.demo import DEMO_CONTEXTS, context_id, queue_context
 from apps.chain.models import Context
 
 from .accounts import service_account
-from .models import RegisteredModel, ReplayAnswer
+from .models import Interaction, RegisteredModel, ReplayAnswer
 from .providers import prompt_key
 from .registry import ModelFields, register_model
 
@@ -122,14 +122,18 @@ def _add_prompts(model: RegisteredModel, questions: dict[int, dict]) -> None:
     ReplayAnswer.objects.bulk_update([a for a in missing if a.prompt], ["prompt", "category"], batch_size=500)
 
 
-def replay_questions(conversation, limit: int = 12) -> list[str]:
+def replay_questions(conversation, limit: int = 12) -> list[str] | None:
     """What a replay model can be asked next in `conversation`: the follow-up of the question just
-    asked when it has one, else its recorded first questions of the conversation's context."""
+    asked when it has one, else its recorded first questions of the conversation's context. None for
+    a model that is not a replay model (it takes any prompt)."""
     model = conversation.model
-    last = conversation.interactions.filter(status="done").order_by("-created_at", "-id").first()
+    if model.kind != RegisteredModel.Kind.REPLAY:
+        return None
+    last = conversation.interactions.filter(status=Interaction.Status.DONE).order_by("-created_at", "-id").first()
     if last is not None:
-        follow = ReplayAnswer.objects.filter(model=model, previous_key=prompt_key(last.prompt)).exclude(prompt="")
-        if follow.exists():
-            return list(follow.values_list("prompt", flat=True)[:limit])
+        follow = list(ReplayAnswer.objects.filter(model=model, previous_key=prompt_key(last.prompt))
+                      .exclude(prompt="").values_list("prompt", flat=True)[:limit])
+        if follow:
+            return follow
     firsts = ReplayAnswer.objects.filter(model=model, turn=1, category=conversation.context.name).exclude(prompt="")
     return list(firsts.order_by("question_id").values_list("prompt", flat=True)[:limit])

@@ -63,9 +63,6 @@ class EnabledSerializer(serializers.Serializer):
     enabled = serializers.BooleanField()
 
 
-SCORED = ("scored", "pinned", "submitted", "onchain")
-
-
 class EvaluationSerializer(serializers.Serializer):
     """The oracle's job of an interaction (`interaction.evaluation`; chat does not import the oracle).
     An answer no other model answered has no automatic score: `has_reference` false, `sa` and `wa`
@@ -73,7 +70,8 @@ class EvaluationSerializer(serializers.Serializer):
 
     status = serializers.CharField(read_only=True, help_text="queued, asking, scored, pinned, submitted, "
                                                              "onchain or failed")
-    has_reference = serializers.SerializerMethodField(
+    has_reference = serializers.BooleanField(
+        read_only=True, allow_null=True,
         help_text="null until scored; then whether any other model answered (only then is there an automatic score)")
     sa = serializers.SerializerMethodField(
         help_text="S_a in 1e18 fixed point, as on-chain; \"\" until scored, null without a reference")
@@ -82,23 +80,14 @@ class EvaluationSerializer(serializers.Serializer):
     note = serializers.SerializerMethodField(help_text="\"no automatic score: no other model answered\", or null")
     evidence_cid = serializers.CharField(read_only=True)
 
-    @staticmethod
-    def _answered(job) -> bool | None:
-        if job.status not in SCORED:
-            return None
-        return any(r.get("text") is not None for r in job.references or ())
-
-    def get_has_reference(self, job) -> bool | None:
-        return self._answered(job)
-
     def get_sa(self, job) -> str | None:
-        return None if self._answered(job) is False else job.sa  # "" until scored
+        return None if job.has_reference is False else job.sa  # "" until scored
 
     def get_wa(self, job) -> str | None:
-        return None if self._answered(job) is False else job.wa
+        return None if job.has_reference is False else job.wa
 
     def get_note(self, job) -> str | None:
-        return "no automatic score: no other model answered" if self._answered(job) is False else None
+        return job.NO_SCORE if job.has_reference is False else None
 
 
 class RatingInSerializer(serializers.Serializer):

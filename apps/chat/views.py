@@ -120,8 +120,8 @@ def conversation(request, pk):
     preview = ratings.weight_preview(request.user.profile.address) if any(
         i.status == "done" and getattr(i, "rating", None) is None for i in interactions) else None
     turns = [(i, rating_context(i, preview=preview)) for i in interactions]
-    questions = replay_questions(conv) if conv.model.kind == RegisteredModel.Kind.REPLAY else None
-    return render(request, "chat/conversation.html", {"conversation": conv, "turns": turns, "questions": questions})
+    return render(request, "chat/conversation.html", {"conversation": conv, "turns": turns,
+                                                      "questions": replay_questions(conv)})
 
 
 def models_index(request):

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import reduce
+from operator import or_
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 
 from apps.chain import evidence
 from apps.chain.models import Interaction, LedgerModel, Reputation, ReputationChange
@@ -100,9 +102,9 @@ def refresh(pairs: set[tuple[str, str]], models: set[str] = frozenset(), context
     with transaction.atomic():
         BoardEntry.objects.bulk_create(rows, batch_size=500, update_conflicts=True,
                                        unique_fields=["context_id", "model_id"], update_fields=ENTRY_FIELDS)
-        for (m, c), entry in computed.items():
-            if entry is None:  # its changes were rolled back (a reorg): no row on the board
-                BoardEntry.objects.filter(model_id=m, context_id=c).delete()
+        gone = [Q(model_id=m, context_id=c) for (m, c), entry in computed.items() if entry is None]
+        if gone:  # their changes were rolled back (a reorg): no row on the board
+            BoardEntry.objects.filter(reduce(or_, gone)).delete()
         bump({c for _, c in pairs})
     return len(rows)
 

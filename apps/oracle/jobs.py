@@ -25,7 +25,7 @@ from apps.chain.keys import oracle_address
 from apps.chain.models import OutboxItem, Reputation
 from apps.chat.conversations import history
 from apps.chat.gateway import GatewayError
-from apps.chat.health import running_models
+from apps.chat.health import rank_by_r, running_models
 from apps.chat.models import Interaction, RegisteredModel
 from apps.chat.providers import find_replay, stream_answer
 from apps.chat.ratings import queue_waiting
@@ -51,22 +51,21 @@ def on_interaction_finished(sender, interaction: Interaction, reference_pool: st
     work.wake_on_commit(CHANNEL)
 
 
-def reference_models(interaction: Interaction, k: int, pool: str = EvaluationJob.Pool.RUNNING) -> list[RegisteredModel]:
+def reference_models(interaction: Interaction, k: int, pool: str = EvaluationJob.Pool.RUNNING,
+                     messages: list[dict] | None = None) -> list[RegisteredModel]:
     """The top-k other running models of the interaction's context that can answer its prompt, ranked
     by R (unranked last). A replay model can answer only the prompts it has a recorded answer to: it
     is a candidate for those alone, so a free question never gets a replay model's refusal as a
-    reference (with no candidate the interaction has no automatic score)."""
+    reference (with no candidate the interaction has no automatic score). `messages`: the
+    interaction's history, when the caller has it already."""
     conv = interaction.conversation
     candidates = running_models(conv.context).exclude(pk=conv.model_id)
     if pool == EvaluationJob.Pool.REPLAY:
         candidates = candidates.filter(kind=RegisteredModel.Kind.REPLAY)
-    messages = history(interaction)
+    messages = messages if messages is not None else history(interaction)
     candidates = [m for m in candidates
                   if m.kind != RegisteredModel.Kind.REPLAY or find_replay(m.pk, messages) is not None]
-    r = dict(Reputation.objects.filter(context_id=conv.context.context_id,
-                                       model_id__in=[m.model_id for m in candidates]).values_list("model_id", "r"))
-    candidates.sort(key=lambda m: (-(r.get(m.model_id, -1)), m.name))
-    return candidates[:k]
+    return rank_by_r(candidates, conv.context)[:k]
 
 
 def reputation_in(context_id: str, model_id: str) -> int:
@@ -116,14 +115,14 @@ async def _ask(model: RegisteredModel, messages: list[dict], timeout: float) -> 
 def collect_references(job: EvaluationJob) -> None:
     """Ask the reference models that have not answered yet; save each answer as it arrives."""
     interaction = job.interaction
+    messages = history(interaction)
     refs = list(job.references or [])
     if not refs:
         refs = [{"model": m.model_id, "name": m.name, "pk": m.pk, "text": None, "error": ""}
-                for m in reference_models(interaction, settings.LLMCHAIN_ORACLE_K, job.reference_pool)]
+                for m in reference_models(interaction, settings.LLMCHAIN_ORACLE_K, job.reference_pool, messages)]
         _save(job, references=refs, status=S.ASKING)
     todo = [r for r in refs if r["text"] is None and not r["error"]]
     if todo:
-        messages = history(interaction)
         models = {m.pk: m for m in RegisteredModel.objects.filter(pk__in=[r["pk"] for r in todo])}
 
         async def ask_all():
@@ -152,7 +151,7 @@ def score_jobs(jobs: list[EvaluationJob], metric) -> None:
     for (job, i), s in zip(owners, scores):
         job.references[i]["score"] = str(min(WAD, max(0, round(s * WAD))))
     for job in jobs:
-        answered = [r for r in job.references if r["text"] is not None]
+        answered = job.answered_references()
         ctx = job.interaction.conversation.context.context_id
         sa = sum(int(r["score"]) for r in answered) // len(answered) if answered else 0
         wa = sum(reputation_in(ctx, r["model"]) for r in answered) // len(answered) if answered else 0
@@ -168,7 +167,7 @@ def pin_evidence(job: EvaluationJob, metric) -> None:
         context_name=conv.context.name, prompt=interaction.prompt, history=messages,
         model_id=conv.model.model_id, answer=interaction.answer,
         references=[{"model": r["model"], "text": r["text"], "score": r["score"]}
-                    for r in job.references if r["text"] is not None],
+                    for r in job.answered_references()],
         metric={"name": metric.name, "params": dict(metric.params)}, sa=job.sa, wa=job.wa)
     cid = default_store().put(records.canonical(record))
     _save(job, evidence_cid=cid, status=S.PINNED)
@@ -178,7 +177,6 @@ def submit(job: EvaluationJob) -> None:
     interaction = job.interaction
     conv = interaction.conversation
     user_address = conv.user.profile.address
-    has_reference = any(r["text"] is not None for r in job.references)
     # autoEval needs the user registered and the model added: wait for those calls if queued.
     waits = [registration_of(user_address),
              OutboxItem.objects.filter(key=f"addModel:{conv.model.model_id}").exclude(
@@ -187,7 +185,7 @@ def submit(job: EvaluationJob) -> None:
     with transaction.atomic():
         item = outbox.enqueue("autoEval", oracle_address(), {
             "interactionId": interaction.interaction_id, "modelId": conv.model.model_id,
-            "contextId": conv.context.context_id, "user": user_address, "hasReference": has_reference,
+            "contextId": conv.context.context_id, "user": user_address, "hasReference": job.has_reference,
             "sA": job.sa, "wA": job.wa, "evidenceCid": job.evidence_cid}, depends_on=depends_on)
         _save(job, outbox_item=item, status=S.SUBMITTED, claimed_until=None)
         queue_waiting(interaction)  # a rating given before autoEval was queued goes out now

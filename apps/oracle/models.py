@@ -39,8 +39,21 @@ class EvaluationJob(WorkRow):
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
+    SCORED_STATUSES = (Status.SCORED, Status.PINNED, Status.SUBMITTED, Status.ONCHAIN)
+    NO_SCORE = "no automatic score: no other model answered"
+
     def __str__(self) -> str:
         return f"{self.interaction_id} {self.status}"
+
+    def answered_references(self) -> list[dict]:
+        """The references that answered (a failed one has no text): they alone are scored and pinned."""
+        return [r for r in self.references or () if r.get("text") is not None]
+
+    @property
+    def has_reference(self) -> bool | None:
+        """None until scored; then whether any other model answered: only then is there an automatic score
+        (REPUTATION.md: without a reference, Ra is untouched)."""
+        return None if self.status not in self.SCORED_STATUSES else bool(self.answered_references())
 
 
 class DebateJob(WorkRow):

@@ -57,12 +57,16 @@ def queue_mtbench(root: Path, *, models: list[str] | None = None, turns: int = 2
     if models:
         replay_models = replay_models.filter(name__in=models)
     replay_models = list(replay_models)
+    meant_for: dict[int, set[int]] = {}  # context pk -> the replay models meant for it (read once per context)
     ids, new = [], 0
     for qid, q in questions:
         context = contexts.get(q["category"])
         if context is None:
             continue
-        meant = set(models_for(context).filter(pk__in=[m.pk for m in replay_models]).values_list("pk", flat=True))
+        if context.pk not in meant_for:
+            meant_for[context.pk] = set(models_for(context).filter(pk__in=[m.pk for m in replay_models])
+                                        .values_list("pk", flat=True))
+        meant = meant_for[context.pk]
         for model in replay_models:
             if model.pk not in meant:
                 continue

@@ -1,6 +1,6 @@
 // The chat page's keyboard and flow: Enter sends, Shift+Enter makes a new line; while an answer
-// streams, sending is disabled (the socket refuses a second message anyway, never queues it);
-// a code block's Copy button copies its code.
+// streams, sending is disabled (the socket refuses a second message anyway, never queues it).
+// (A code block's Copy button is markdown.js's, on every page that renders model output.)
 (function () {
   "use strict";
 
@@ -36,26 +36,6 @@
     form.reset();
     var details = form.closest("details");
     if (details) details.open = false;
-  });
-
-  document.addEventListener("click", function (e) {
-    var button = e.target.closest("button.copy-code");
-    if (!button) return;
-    var code = button.closest(".code-block").querySelector("pre.code").innerText;
-    var done = function () { button.textContent = "Copied"; setTimeout(function () { button.textContent = "Copy"; }, 1500); };
-    if (navigator.clipboard && window.isSecureContext) {
-      navigator.clipboard.writeText(code).then(done, function () { button.textContent = "Copy failed"; });
-    } else {  // plain http on a LAN address: the clipboard API is not offered, the old way still works
-      var area = document.createElement("textarea");
-      area.value = code;
-      area.setAttribute("readonly", "");
-      area.style.position = "fixed"; area.style.opacity = "0";
-      document.body.appendChild(area);
-      area.select();
-      var ok = document.execCommand("copy");
-      area.remove();
-      if (ok) done(); else button.textContent = "Copy failed";
-    }
   });
 
   document.addEventListener("DOMContentLoaded", function () {

@@ -15,7 +15,7 @@ from apps.chain.client import ChainClient
 from apps.chain.deploy import deploy, grant_role
 from apps.chain.keys import new_key
 from apps.chain.ledger import Ledger
-from apps.chain.models import OutboxItem
+from apps.chain.models import ChainTransaction, OutboxItem
 from apps.chain.node import DEV_KEYS, AnvilNode
 from apps.chain.submitter import Submitter
 
@@ -47,13 +47,16 @@ def ledger(ledger_node, settings, oracle) -> Ledger:
     return Ledger(ChainClient(ledger_node.url), ledger_node.deployment)
 
 
-def drain(submitter: Submitter, timeout: float = 90) -> None:
-    """Run the submitter until nothing is left to sign, send or confirm."""
+def drain(submitter: Submitter, timeout: float = 90, *, until=None, what: str = "finished") -> None:
+    """Run the submitter until `until()` is true (by default: until nothing is left to sign, send or
+    confirm)."""
+    done = until or (lambda: not submitter.has_work())
     deadline = time.monotonic() + timeout
-    while submitter.has_work():
+    while not done():
         if time.monotonic() > deadline:
             left = list(OutboxItem.objects.exclude(status="confirmed").values_list("key", "status", "last_error"))
-            raise AssertionError(f"submitter did not finish within {timeout} s: {left[:5]}")
+            txs = list(ChainTransaction.objects.values_list("nonce", "status", "block_number"))
+            raise AssertionError(f"submitter not {what} within {timeout} s: {left[:5]}; transactions {txs[-10:]}")
         if not submitter.run_once():
             time.sleep(0.2)
 

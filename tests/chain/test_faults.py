@@ -432,12 +432,8 @@ class Faults:
 
 # --- the verdict ---------------------------------------------------------------------------------
 
-def tx_pending_statuses() -> list[str]:
-    """signed and sent; and mined too where the submitter tells mined (a receipt) from confirmed (final)."""
-    statuses = [ChainTransaction.Status.SIGNED, ChainTransaction.Status.SENT]
-    if hasattr(ChainTransaction.Status, "CONFIRMED"):
-        statuses.append(ChainTransaction.Status.MINED)
-    return statuses
+# signed, sent, and mined (a receipt in a block that is not final yet): the submitter's live transactions
+PENDING_TX = [ChainTransaction.Status.SIGNED, ChainTransaction.Status.SENT, ChainTransaction.Status.MINED]
 
 
 def left_to_drain(load: Load) -> dict[str, int]:
@@ -452,7 +448,7 @@ def left_to_drain(load: Load) -> dict[str, int]:
         "load_running": int(not load.done.is_set()),
         "jobs_not_onchain": EvaluationJob.objects.exclude(status="onchain").count(),
         "outbox_not_confirmed": OutboxItem.objects.exclude(status="confirmed").count(),
-        "transactions_pending": ChainTransaction.objects.filter(status__in=tx_pending_statuses()).count(),
+        "transactions_pending": ChainTransaction.objects.filter(status__in=PENDING_TX).count(),
         "interactions_not_indexed": len(ours - set(indexed)),
         "ratings_not_indexed": sum(1 for i in rated if not indexed.get(i)),
         "blocks_not_indexed": max(0, last_block - (cursor if cursor is not None else -1)),
@@ -547,7 +543,7 @@ def run_seed(seed: int, tmp: Path, settings, schedule: list[dict] | None = None)
                            .values_list("key", "status", "last_error")[:5])
         if unconfirmed:
             problems.append(f"outbox items not confirmed: {unconfirmed}")
-        stuck = list(ChainTransaction.objects.filter(status__in=tx_pending_statuses())
+        stuck = list(ChainTransaction.objects.filter(status__in=PENDING_TX)
                      .values_list("function", "nonce", "status", "attempts", "last_error")[:5])
         if stuck:
             problems.append(f"transactions not drained: {stuck}")
@@ -559,7 +555,7 @@ def run_seed(seed: int, tmp: Path, settings, schedule: list[dict] | None = None)
                 problems.append(f"{name}'s log repeated a line {n} times in one second (limit {MAX_REPEATS[name]}), "
                                 f"second {second}: {line[:200]}")
         summary = {
-            "seed": seed, "db": connection.vendor, "finality": getattr(settings, "LLMCHAIN_FINALITY", None),
+            "seed": seed, "db": connection.vendor, "finality": settings.LLMCHAIN_FINALITY,
             "schedule": faults.log,
             "interactions": len(interactions), "chats": len(load.interactions),
             "replayed": len(interactions) - len(load.interactions),

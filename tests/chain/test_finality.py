@@ -7,7 +7,6 @@ other blocks at the same heights.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 import pytest
@@ -22,16 +21,6 @@ from apps.chain.submitter import Submitter
 from .conftest import drain
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db(transaction=True)]
-
-
-def run_until(submitter: Submitter, condition, timeout: float = 60, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            states = list(ChainTransaction.objects.values_list("nonce", "status", "block_number"))
-            raise AssertionError(f"not {what} within {timeout} s: {states}")
-        submitter.run_once()
-        time.sleep(0.2)
 
 
 def counting_sends(submitter: Submitter) -> Counter:
@@ -61,15 +50,15 @@ def test_a_call_is_confirmed_only_when_its_block_is_final(world, settings):
     settings.LLMCHAIN_FINALITY = "3"
     iid = world.evaluation(world.users[0])
     submitter = Submitter(world.ledger)
-    run_until(submitter, lambda: ChainTransaction.objects.filter(function__startswith="autoEval",
-                                                                 status="mined").exists(), what="mined")
+    drain(submitter, until=lambda: ChainTransaction.objects.filter(function__startswith="autoEval",
+                                                                   status="mined").exists(), what="mined")
     mined = ChainTransaction.objects.get(function__startswith="autoEval", status="mined")
     assert mined.succeeded is True and mined.block_hash.startswith("0x")
     assert OutboxItem.objects.get(key=f"autoEval:{iid}").status == "signed"  # a receipt is not final
     # humEval depends on autoEval: nothing of it is sent before autoEval is final.
     assert OutboxItem.objects.get(key=f"humEval:{iid}").status == "pending"
-    run_until(submitter, lambda: OutboxItem.objects.get(key=f"autoEval:{iid}").status == "confirmed",
-              what="final")
+    drain(submitter, until=lambda: OutboxItem.objects.get(key=f"autoEval:{iid}").status == "confirmed",
+          what="final")
     head = world.ledger.client.block_number()
     assert head - ChainTransaction.objects.get(pk=mined.pk).block_number >= 3
     drain(submitter, timeout=120)
@@ -95,8 +84,8 @@ def test_a_mined_transaction_that_loses_its_block_is_sent_again(world, settings)
     iids = [world.evaluation(u) for u in world.users]
     submitter = Submitter(world.ledger)
     sends = counting_sends(submitter)
-    run_until(submitter, lambda: ChainTransaction.objects.filter(function__startswith="autoEval",
-                                                                 status="mined").exists(), what="mined")
+    drain(submitter, until=lambda: ChainTransaction.objects.filter(function__startswith="autoEval",
+                                                                   status="mined").exists(), what="mined")
     lost = ChainTransaction.objects.get(function__startswith="autoEval", status="mined")
     client.request("evm_revert", [snap])  # the node loses the block, and the transaction with it
     other_blocks(world, 2)
@@ -135,7 +124,7 @@ def test_final_transactions_a_node_lost_are_healed_from_the_gap(world, settings)
         records = [world.ledger.view("reputation", "interaction", bytes.fromhex(i[2:])) for i in first + later]
         return all(r[8] and r[9] for r in records) and not submitter.has_work()  # rated, reputation updated
 
-    run_until(submitter, everything_on_chain, timeout=120, what="every evaluation on-chain again")
+    drain(submitter, until=everything_on_chain, timeout=120, what="every evaluation on-chain again")
     assert submitter.stats["unconfirmed"] >= len(confirmed)
     assert set(OutboxItem.objects.values_list("status", flat=True)) == {"confirmed"}
     # No hot loop: every signed transaction went out a handful of times at most.

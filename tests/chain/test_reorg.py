@@ -11,12 +11,9 @@ import pytest
 
 from apps.chain import indexer
 from apps.chain.audit import run_audit
-from apps.chain.client import ChainClient
-from apps.chain.deploy import deploy, grant_role
 from apps.chain.evidence import LocalBlobStore
 from apps.chain.ledger import Ledger
 from apps.chain.models import Interaction, Reputation, ReputationChange
-from apps.chain.node import AnvilNode
 from apps.leaderboard.models import BoardEntry
 from apps.leaderboard.verify import CidReader, SiteBoards, rebuild_from_chain, verify_boards
 from lib import records
@@ -29,31 +26,16 @@ CONTEXT = b"\xc1" * 32
 ALPHA, BETA = b"\xa1" * 32, b"\xb1" * 32
 
 
-@pytest.fixture(scope="module")
-def reorg_node(tmp_path_factory, admin, oracle):
-    """An automining anvil (one block per transaction, and `evm_mine` for empty ones): heights are
-    exact, so the replacement blocks land at the very heights the indexer folded."""
-    path = tmp_path_factory.mktemp("reorg")
-    node = AnvilNode(block_time=None, base_fee=0, log_file=path / "anvil.log")
-    node.start()
-    client = ChainClient(node.url)
-    deployment = deploy(client, admin)
-    grant_role(client, deployment, admin, "ORACLE_ROLE", oracle.address)
-    node.driver = Driver(client, deployment)
-    yield node
-    node.stop()
-
-
 @pytest.fixture
-def chain(reorg_node, settings, tmp_path, admin):
-    """Accounts, a context and two models on-chain and folded; the chain goes back to the bare
+def chain(fresh_chain, settings, tmp_path, admin):
+    """Accounts, a context and two models on-chain and folded, on the session's automining anvil (one
+    block per transaction, and `evm_mine` for empty ones: heights are exact, so the replacement blocks
+    land at the very heights the indexer folded); `fresh_chain` takes the chain back to the bare
     deployment afterwards (the database is rolled back by the test's transaction)."""
     settings.LLMCHAIN_FINALITY = "0"  # every block is final: the indexer folds the blocks that are then lost
-    settings.LLMCHAIN_CONFIRMATIONS = 0
     settings.LLMCHAIN_IPFS_BACKEND = "local"
     settings.LLMCHAIN_IPFS_DIR = tmp_path / "ipfs"
-    d: Driver = reorg_node.driver
-    start = d.snapshot()
+    d: Driver = fresh_chain
     store = LocalBlobStore(settings.LLMCHAIN_IPFS_DIR)
     dev, users = new_account(), [new_account() for _ in range(3)]
     d.transact(admin, "identity", "register", dev.address, 2, "")
@@ -66,8 +48,7 @@ def chain(reorg_node, settings, tmp_path, admin):
         d.transact(dev, "reputation", "addModel", model, cid)
     ledger = Ledger(d.client, d.deployment)
     indexer.index_until_head(ledger)
-    yield {"driver": d, "ledger": ledger, "users": users, "store": store}
-    d.revert_to(start)
+    return {"driver": d, "ledger": ledger, "users": users, "store": store}
 
 
 def evaluate(d: Driver, oracle, user, model: bytes, iid: bytes, sa: int, likert=None) -> int:

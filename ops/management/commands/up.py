@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from apps.chain.node import AnvilNode
 from apps.chat.builtin import ensure_builtin_model
 from apps.leaderboard import entries
 from apps.leaderboard.models import BoardEntry
+from bench.common import manage_py
 
 from ...demo import ROLE_PAGES, DemoAccount, ensure_accounts
 
@@ -97,7 +97,7 @@ class Command(BaseCommand):
 
     @staticmethod
     def _child(*args: str) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "manage.py", *args], cwd=settings.BASE_DIR)
+        return subprocess.Popen([*manage_py(), *args], cwd=settings.BASE_DIR)
 
     def _ensure_node(self) -> AnvilNode | None:
         client = default_client()
