@@ -96,6 +96,16 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Tests start worker processes that must see the test database: keep it in a file.
     # One file per test run, so that two runs on one machine never share (and damage) it.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
+# PostgreSQL through a pool of at most this many connections per process (psycopg_pool; 0: none, a
+# connection per request). Under daphne every concurrent request runs in a thread of its own with
+# its own connection: without a pool, 100 chats at once on two web processes exhausted PostgreSQL's
+# 100 connections ("sorry, too many clients already", tests/ops/test_topology.py). With it, a
+# request waits up to 30 s for a free connection. DATABASE_CONN_MAX_AGE must stay 0 with a pool.
+LLMCHAIN_DB_POOL_SIZE = int(os.environ.get("LLMCHAIN_DB_POOL_SIZE", "0"))
+if LLMCHAIN_DB_POOL_SIZE and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1, "max_size": LLMCHAIN_DB_POOL_SIZE, "timeout": 30}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Rendered boards are cached per process, keyed by the boards' version (apps/leaderboard/boards.py):
