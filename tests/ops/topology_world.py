@@ -1,0 +1,86 @@
+"""The database side of the production-topology test (tests/ops/test_topology.py), run as
+`python -m tests.ops.topology_world COMMAND ...` with the stack's environment: the test's own process
+is bound to pytest's test database, while the stack runs on a PostgreSQL database of its own.
+
+Commands print one JSON object as their last line:
+- `setup MTBENCH_ROOT USERS`: the writing context queued on-chain and waited for (the chain workers
+  index it), USERS accounts signed up, the replay models of MTBENCH_ROOT registered in it;
+- `report`: what is left to drain, and the interactions and ratings the database holds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def setup(root: str, users: int) -> dict:
+    from apps.chain import outbox
+    from apps.chain.demo import context_id
+    from apps.chain.keys import admin_address
+    from apps.chain.models import Context
+    from apps.chat.models import RegisteredModel
+    from apps.chat.replay import import_mtbench
+    from tests.personas import user
+
+    writing = context_id("writing")
+    outbox.enqueue("addContext", admin_address(), {"contextId": writing, "name": "writing"})
+    deadline = time.monotonic() + 120
+    while not Context.objects.filter(context_id=writing).exists():
+        if time.monotonic() > deadline:
+            raise SystemExit("the writing context was not indexed within 120 s")
+        time.sleep(0.3)
+    names = [f"user{n:02d}" for n in range(users)]
+    for name in names:
+        user(name)
+    import_mtbench(Path(root), contexts=[Context.objects.get(context_id=writing)], progress=lambda _: None)
+    return {"context": writing, "users": names,
+            "models": dict(RegisteredModel.objects.filter(kind=RegisteredModel.Kind.REPLAY).values_list("name", "pk"))}
+
+
+def report() -> dict:
+    from apps.chain.models import ChainTransaction, IndexerCursor, OutboxItem
+    from apps.chain.models import Interaction as Indexed
+    from apps.chat.models import Interaction, Rating
+    from apps.oracle.models import EvaluationJob
+
+    pending = [ChainTransaction.Status.SIGNED, ChainTransaction.Status.SENT, ChainTransaction.Status.MINED]
+    done = sorted(Interaction.objects.filter(status=Interaction.Status.DONE).values_list("interaction_id", flat=True))
+    indexed = dict(Indexed.objects.values_list("interaction_id", "reputation_tx"))
+    rated = sorted(Rating.objects.values_list("interaction__interaction_id", flat=True))
+    last_block = (ChainTransaction.objects.exclude(status="dropped").exclude(block_number=None)
+                  .order_by("-block_number").values_list("block_number", flat=True).first()) or 0
+    cursor = IndexerCursor.objects.filter(name__startswith="ledger:").values_list("last_block", flat=True).first()
+    left = {
+        "jobs_not_onchain": EvaluationJob.objects.exclude(status="onchain").count(),
+        "outbox_not_confirmed": OutboxItem.objects.exclude(status="confirmed").count(),
+        "transactions_pending": ChainTransaction.objects.filter(status__in=pending).count(),
+        "interactions_not_indexed": len(set(done) - set(indexed)),
+        "ratings_not_indexed": sum(1 for i in rated if not indexed.get(i)),
+        "blocks_not_indexed": max(0, last_block - (cursor if cursor is not None else -1)),
+    }
+    unconfirmed = list(OutboxItem.objects.exclude(status="confirmed").values_list("key", "status", "last_error")[:5])
+    return {"left": {k: v for k, v in left.items() if v}, "interactions": done, "rated": rated,
+            "unconfirmed": unconfirmed}
+
+
+def main(argv: list[str]) -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "llmchain_site.settings")
+    import django
+
+    django.setup()
+    command, *args = argv
+    if command == "setup":
+        out = setup(args[0], int(args[1]))
+    elif command == "report":
+        out = report()
+    else:
+        raise SystemExit(f"unknown command {command!r}: setup or report")
+    print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
