@@ -24,7 +24,7 @@ from . import conversations, ratings, registry
 from .gateway import Gateway
 from .health import models_for, running_models
 from .models import Conversation, Interaction, Rating, RegisteredModel
-from .serializers import (ContextSerializer, ConversationDetailSerializer, ConversationSerializer,
+from .serializers import (ContextSerializer, RenameSerializer, ConversationDetailSerializer, ConversationSerializer,
                           EnabledSerializer, ErrorSerializer, EvidenceSerializer, FailedAnswerSerializer,
                           InteractionSerializer, ModelFieldsSerializer, ModelSerializer, NewConversationSerializer,
                           PromptSerializer, RatingInSerializer, RatingSerializer)
@@ -130,9 +130,11 @@ class ModelDetail(APIView):
 class ConversationList(APIView):
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(summary="Your conversations, latest first", responses={200: ConversationSerializer(many=True)})
+    @extend_schema(summary="Your conversations, latest first", responses={200: ConversationSerializer(many=True)},
+                   parameters=[OpenApiParameter("q", str, description="only those whose name, model, context or "
+                                                                      "any message holds this text")])
     def get(self, request):
-        mine = Conversation.objects.filter(user=request.user).select_related("model", "context")
+        mine = conversations.search_conversations(request.user, request.query_params.get("q", ""))
         return Response(ConversationSerializer(mine, many=True).data)
 
     @extend_schema(summary="Start a conversation with a running model in a context",
@@ -162,6 +164,28 @@ class ConversationDetail(APIView):
                    responses={200: ConversationDetailSerializer, 404: NOT_FOUND})
     def get(self, request, pk: int):
         return Response(ConversationDetailSerializer(_own_conversation(request, pk)).data)
+
+    @extend_schema(summary="Rename one of your conversations", request=RenameSerializer,
+                   responses={200: ConversationSerializer, 400: FIELD_ERRORS, 404: NOT_FOUND})
+    def patch(self, request, pk: int):
+        conversation = _own_conversation(request, pk)
+        change = RenameSerializer(data=request.data)
+        change.is_valid(raise_exception=True)
+        try:
+            conversations.rename_conversation(request.user, conversation, change.validated_data["title"])
+        except ValidationError as exc:
+            return _field_errors(exc)
+        return Response(ConversationSerializer(conversation).data)
+
+    @extend_schema(summary="Delete one of your conversations", description=conversations.DELETION_NOTE + (
+        " Refused (400) while an answer's evaluation or rating is still on its way to the chain."),
+        responses={204: None, 400: FIELD_ERRORS, 404: NOT_FOUND})
+    def delete(self, request, pk: int):
+        try:
+            conversations.delete_conversation(request.user, _own_conversation(request, pk))
+        except ValidationError as exc:
+            return _field_errors(exc)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class ConversationMessages(APIView):

@@ -10,7 +10,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from apps.chain.models import Context
@@ -32,6 +32,66 @@ def start_conversation(user, model: RegisteredModel, context: Context, title: st
         raise ValidationError({"model": [f"{model.name} is not running for {context.name} right now."]})
     return Conversation.objects.create(user=user, model=model, context=context,
                                        title=(title or f"{model.name} · {context.name}")[:200])
+
+
+MAX_TITLE = 200
+# What deleting a conversation cannot take back, said wherever one is deleted.
+DELETION_NOTE = ("Deleting removes the conversation, its messages and your ratings from this site. It cannot "
+                 "remove what is already public: the on-chain records of its evaluations (ids, scores, your "
+                 "account's address and ratings) and the evidence published on IPFS, which holds the prompts "
+                 "and answers that were scored.")
+
+
+def own(user, conversation: Conversation) -> Conversation:
+    if conversation.user_id != getattr(user, "id", None):
+        raise PermissionError("This is not your conversation.")
+    return conversation
+
+
+def rename_conversation(user, conversation: Conversation, title: str) -> Conversation:
+    own(user, conversation)
+    title = " ".join((title or "").split())
+    if not title:
+        raise ValidationError({"title": ["Give the conversation a name."]})
+    if len(title) > MAX_TITLE:
+        raise ValidationError({"title": [f"Keep the name under {MAX_TITLE} characters (this one has {len(title)})."]})
+    Conversation.objects.filter(pk=conversation.pk).update(title=title)
+    conversation.title = title
+    return conversation
+
+
+def unsettled(conversation: Conversation) -> QuerySet:
+    """Turns whose evaluation or rating is still on its way to the chain: an answer streaming, a job
+    the oracle has not seen on-chain (or given up), a rating not yet on-chain (or failed). Deleting
+    them now would lose an accepted evaluation, so a conversation waits for them."""
+    settled = ["onchain", "failed"]
+    return conversation.interactions.filter(
+        Q(status=Interaction.Status.STREAMING)
+        | (Q(evaluation__isnull=False) & ~Q(evaluation__status__in=settled))
+        | (Q(rating__isnull=False) & ~Q(rating__status__in=settled)))
+
+
+def delete_conversation(user, conversation: Conversation) -> None:
+    own(user, conversation)
+    waiting = unsettled(conversation).count()
+    if waiting:
+        raise ValidationError({"conversation": [
+            f"{waiting} answer{'s' if waiting > 1 else ''} of this conversation {'are' if waiting > 1 else 'is'} "
+            "still being evaluated or recorded on-chain; delete it once that is done (usually within a minute)."]})
+    conversation.delete()
+
+
+def search_conversations(user, query: str = "") -> QuerySet:
+    """The user's conversations, latest first; with a query, those whose name, model, context or any
+    message (prompt or answer) holds it, case-insensitively."""
+    mine = Conversation.objects.filter(user=user).select_related("model", "context")
+    query = " ".join((query or "").split())[:200]
+    if not query:
+        return mine
+    matching = Interaction.objects.filter(Q(prompt__icontains=query) | Q(answer__icontains=query)).values(
+        "conversation_id")
+    return mine.filter(Q(title__icontains=query) | Q(model__name__icontains=query)
+                       | Q(context__name__icontains=query) | Q(pk__in=matching))
 
 
 def check_prompt(user, conversation: Conversation, prompt: str) -> str:

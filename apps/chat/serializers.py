@@ -151,6 +151,10 @@ class NewConversationSerializer(serializers.Serializer):
                                            help_text="A context id (0x...), as /api/contexts lists them.")
 
 
+class RenameSerializer(serializers.Serializer):
+    title = serializers.CharField(allow_blank=True, trim_whitespace=False, help_text="The conversation's new name.")
+
+
 class PromptSerializer(serializers.Serializer):
     prompt = serializers.CharField(allow_blank=True, trim_whitespace=False)
 

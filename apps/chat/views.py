@@ -46,8 +46,57 @@ def chat(request, errors=None, status=200):
     models = chat_choices(context) if context else []
     return render(request, "chat/index.html", {
         "contexts": contexts, "context": context, "models": models, "errors": errors or {},
-        "conversations": Conversation.objects.filter(user=request.user).select_related("model", "context")[:50]},
-        status=status)
+        **_conversation_list(request)}, status=status)
+
+
+def _conversation_list(request) -> dict:
+    query = request.GET.get("q", "")
+    found = conversations.search_conversations(request.user, query)
+    return {"conversations": found[:50], "count": found.count(), "q": query}
+
+
+@login_required
+def chat_conversations(request):
+    """The conversation list, searched (htmx swaps it as the user types)."""
+    return render(request, "chat/_conversations.html", _conversation_list(request))
+
+
+def _own(request, pk) -> Conversation:
+    conv = get_object_or_404(Conversation.objects.select_related("model", "context"), pk=pk)
+    if conv.user_id != request.user.id:
+        raise PermissionDenied("This is not your conversation.")
+    return conv
+
+
+@login_required
+@require_POST
+def conversation_rename(request, pk):
+    conv = _own(request, pk)
+    try:
+        conversations.rename_conversation(request.user, conv, request.POST.get("title", ""))
+    except ValidationError as exc:
+        messages.error(request, " ".join(sum(exc.message_dict.values(), [])))
+    else:
+        messages.success(request, f"Renamed to “{conv.title}”.")
+    return redirect("chat") if request.POST.get("next") == "list" else redirect("conversation", conv.pk)
+
+
+@login_required
+def conversation_delete(request, pk):
+    """GET: what deleting removes and what it cannot; POST: delete."""
+    conv = _own(request, pk)
+    error = None
+    if request.method == "POST":
+        try:
+            conversations.delete_conversation(request.user, conv)
+        except ValidationError as exc:
+            error = " ".join(sum(exc.message_dict.values(), []))
+        else:
+            messages.success(request, f"Deleted “{conv.title}”. {conversations.DELETION_NOTE.split('. ', 1)[1]}")
+            return redirect("chat")
+    return render(request, "chat/conversation_delete.html", {
+        "conversation": conv, "note": conversations.DELETION_NOTE, "error": error,
+        "turns": conv.interactions.count()}, status=400 if error else 200)
 
 
 @login_required
