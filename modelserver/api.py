@@ -79,7 +79,7 @@ def _flag(body: dict, name: str) -> bool:
     return value
 
 
-def _messages(body: dict) -> list[dict]:
+def parse_messages(body: dict) -> list[dict]:
     messages = body.get("messages")
     if messages is None:
         raise ApiError(400, "'messages' is required", param="messages", code="missing_required_parameter")
@@ -117,7 +117,7 @@ def parse_chat_request(body: Any, config: ServerConfig) -> ChatRequest:
         raise ApiError(400, "'model' is required", param="model", code="missing_required_parameter")
     if model != config.model_name:
         raise ApiError(404, f"The model '{model}' does not exist", param="model", code="model_not_found")
-    messages = _messages(body)
+    messages = parse_messages(body)
     # Newer OpenAI clients send max_completion_tokens instead of max_tokens.
     name = "max_tokens" if body.get("max_tokens") is not None else "max_completion_tokens"
     max_tokens = _integer(body, name, None, 1, config.max_tokens_cap)

@@ -1,5 +1,5 @@
-"""The built-in model's HTTP server: `GET /v1/models`, `GET /v1/models/{id}` and
-`POST /v1/chat/completions` (plain or streamed as server-sent events, logprobs, n, seed) over
+"""The built-in model's HTTP server: `GET /v1/models`, `GET /v1/models/{id}`, vLLM's `POST /tokenize`
+and `POST /v1/chat/completions` (plain or streamed as server-sent events, logprobs, n, seed) over
 one LocalModel, on the standard library's threading HTTP server."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from .api import ApiError, ChatRequest, ServerConfig, fit_context, parse_chat_request
+from .api import ApiError, ChatRequest, ServerConfig, fit_context, parse_messages, parse_chat_request
 from .sampling import LocalModel, SamplingParams, seeded_rng
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,9 @@ class ModelServer(ThreadingHTTPServer):
         return f"http://[{host}]:{port}/v1" if ":" in host else f"http://{host}:{port}/v1"
 
     def model_card(self) -> dict:
-        return {"id": self.config.model_name, "object": "model", "created": 0, "owned_by": "llmchain"}
+        # max_model_len: the context length, under vLLM's name for it (clients read it to fit prompts).
+        return {"id": self.config.model_name, "object": "model", "created": 0, "owned_by": "llmchain",
+                "max_model_len": self.context_length}
 
     def serve_until(self, stop: threading.Event) -> None:
         """Serve until `stop` is set (or serving dies), then close the socket. serve_forever runs
@@ -92,6 +94,9 @@ class _Handler(BaseHTTPRequestHandler):
             if path == "/v1/chat/completions":
                 self._allow(method, "POST")
                 self._chat(body)
+            elif path in ("/tokenize", "/v1/tokenize"):
+                self._allow(method, "POST")
+                self._tokenize(body)
             elif path == "/v1/models":
                 self._allow(method, "GET")
                 self._send_json(200, {"object": "list", "data": [self.server.model_card()]})
@@ -139,6 +144,23 @@ class _Handler(BaseHTTPRequestHandler):
         token = given[7:].strip() if given[:7].lower() == "bearer " else ""
         if not hmac.compare_digest(token.encode(), key.encode()):
             raise ApiError(401, "Incorrect or missing API key", code="invalid_api_key")
+
+    def _tokenize(self, raw: bytes) -> None:
+        """vLLM's /tokenize for chat messages: how many tokens the model reads for them (its chat
+        template applied, as a completion would), and its context length."""
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise ApiError(400, "We could not parse the JSON body of your request") from None
+        if not isinstance(body, dict):
+            raise ApiError(400, "The body must be a JSON object")
+        try:
+            ids = self.server.model.prompt_ids(parse_messages(body))
+        except ApiError:
+            raise
+        except Exception as exc:  # the chat template is Jinja: any odd conversation may trip it
+            raise ApiError(400, f"The messages do not fit the chat template: {exc}", param="messages") from exc
+        self._send_json(200, {"count": len(ids), "max_model_len": self.server.context_length})
 
     def _chat(self, raw: bytes) -> None:
         try:

@@ -204,6 +204,8 @@ class ConversationMessages(APIView):
         message = PromptSerializer(data=request.data)
         message.is_valid(raise_exception=True)
         try:
+            prompt = conversations.check_prompt(request.user, conversation, message.validated_data["prompt"])
+            async_to_sync(conversations.check_fits)(conversation, prompt, gateway=self.gateway())
             interaction = conversations.begin_interaction(request.user, conversation, message.validated_data["prompt"])
         except ValidationError as exc:
             return _field_errors(exc)

@@ -97,10 +97,18 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         user, prompt = self.scope["user"], data.get("prompt", "")
         try:
+            # The model's context is checked before anything is saved or sent (a clear count, no cut).
             if action in ("regenerate", "edit"):
+                last = await database_sync_to_async(conversations.check_retry)(self.conversation,
+                                                                               data.get("interaction"))
+                text = await database_sync_to_async(conversations.check_prompt)(
+                    user, self.conversation, prompt if action == "edit" else last.prompt)
+                await conversations.check_fits(self.conversation, text, before=last.replaces_id or last.id)
                 interaction = await database_sync_to_async(conversations.retry_interaction)(
                     user, self.conversation, data.get("interaction"), prompt if action == "edit" else None)
             else:
+                text = await database_sync_to_async(conversations.check_prompt)(user, self.conversation, prompt)
+                await conversations.check_fits(self.conversation, text)
                 interaction = await database_sync_to_async(conversations.begin_interaction)(
                     user, self.conversation, prompt)
         except (ValidationError, PermissionError) as exc:

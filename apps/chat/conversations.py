@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import OuterRef, Q, QuerySet, Subquery
@@ -20,9 +22,9 @@ from .gateway import Gateway, GatewayError
 from .health import running_models
 from .models import Conversation, Interaction, RegisteredModel
 from .signals import interaction_finished
-from .providers import stream_answer
+from .providers import endpoint_of, stream_answer
 
-MAX_PROMPT = 8000
+MAX_PROMPT = 20_000  # characters (the database keeps no more); the model's context is checked apart
 
 
 def start_conversation(user, model: RegisteredModel, context: Context, title: str = "") -> Conversation:
@@ -101,7 +103,8 @@ def check_prompt(user, conversation: Conversation, prompt: str) -> str:
     if not prompt:
         raise ValidationError({"prompt": ["Write a message first."]})
     if len(prompt) > MAX_PROMPT:
-        raise ValidationError({"prompt": [f"Keep a message under {MAX_PROMPT} characters."]})
+        raise ValidationError({"prompt": [f"This message has {len(prompt):,} characters; this site takes at most "
+                                          f"{MAX_PROMPT:,} in one message. Nothing was sent."]})
     if conversation.interactions.filter(status=Interaction.Status.STREAMING).exists():
         raise ValidationError({"prompt": ["Wait for the current answer to finish."]})
     model = conversation.model
@@ -135,9 +138,15 @@ def retry_interaction(user, conversation: Conversation, pk, prompt: str | None =
 def history(interaction: Interaction) -> list[dict]:
     """The messages the model sees: the earlier finished turns of the conversation (of a turn asked
     again, only its latest attempt; before the turn this one replaces), then the prompt."""
-    before = interaction.replaces_id or interaction.id
-    earlier = list(interaction.conversation.interactions.filter(status=Interaction.Status.DONE, id__lt=before)
-                   .order_by("id"))
+    return messages_for(interaction.conversation, interaction.prompt,
+                        before=interaction.replaces_id or interaction.id)
+
+
+def messages_for(conversation: Conversation, prompt: str, before: int | None = None) -> list[dict]:
+    """The messages a model would see for `prompt` asked in `conversation` (before turn `before`;
+    None: after every turn so far)."""
+    turns = conversation.interactions.filter(status=Interaction.Status.DONE)
+    earlier = list((turns if before is None else turns.filter(id__lt=before)).order_by("id"))
     latest = {}  # first turn -> its latest finished attempt
     for turn in earlier:
         latest[turn.replaces_id or turn.id] = turn
@@ -145,7 +154,76 @@ def history(interaction: Interaction) -> list[dict]:
     for turn in latest.values():  # in the order of the first turns (a dict keeps its first insertion's place)
         messages += [{"role": "user", "content": turn.prompt},
                      {"role": "assistant", "content": turn.answer}]
-    return messages + [{"role": "user", "content": interaction.prompt}]
+    return messages + [{"role": "user", "content": prompt}]
+
+
+CHARS_PER_TOKEN = 3  # an estimate on the safe side for English text (BPE tokenizers give 3.5-4.5)
+MESSAGE_OVERHEAD = 8  # tokens a chat template adds around each message (role markers), at most
+
+
+@dataclass(frozen=True)
+class Fit:
+    """How a prompt and its conversation fit a model's context."""
+
+    tokens: int  # what the model would read
+    limit: int  # its context length
+    reserve: int  # kept free for the answer
+    counted: bool  # by the model's own tokenizer (else estimated)
+
+    @property
+    def fits(self) -> bool:
+        return self.tokens + self.reserve <= self.limit
+
+    def describe(self, model_name: str) -> str:
+        how = "counted with its tokenizer" if self.counted else "estimated"
+        if self.fits:
+            return (f"{self.tokens:,} of {self.limit:,} tokens ({how}), with room for a "
+                    f"{self.reserve:,}-token answer.")
+        over = self.tokens + self.reserve - self.limit
+        return (f"Too long for {model_name}: this message and the conversation so far come to {self.tokens:,} "
+                f"tokens ({how}), and {model_name} reads at most {self.limit:,}, with {self.reserve:,} of them kept "
+                f"for its answer. Shorten it by about {over:,} tokens (some {over * 4:,} characters), or start a "
+                "new conversation.")
+
+
+def estimate_tokens(messages: list[dict]) -> int:
+    return sum(-(-len(m["content"]) // CHARS_PER_TOKEN) + MESSAGE_OVERHEAD for m in messages)
+
+
+async def measure_fit(conversation: Conversation, prompt: str, *, before: int | None = None,
+                      gateway: Gateway | None = None) -> Fit | None:
+    """Count what the model would read for `prompt` against its context length: with the endpoint's
+    tokenizer where it offers one (vLLM's /tokenize, the built-in server), else estimated against the
+    context length its model card advertises (looked up once a minute per model). None when the
+    length is unknown (a replay model, or an endpoint that does not say)."""
+    model = conversation.model
+    if model.kind == RegisteredModel.Kind.REPLAY:
+        return None
+    messages = await sync_to_async(messages_for)(conversation, prompt, before)
+    gateway = gateway or Gateway()
+    endpoint = await sync_to_async(endpoint_of)(model)
+    counted = await gateway.count_tokens(endpoint, messages)
+    limit = counted[1] if counted else None
+    if limit is None:
+        key = f"chat:context-length:{model.pk}:{model.updated_at.timestamp()}"
+        limit = await cache.aget(key)
+        if limit is None:
+            limit = await gateway.context_length(endpoint) or 0
+            await cache.aset(key, limit, 60)
+    if not limit:
+        return None
+    tokens = counted[0] if counted else estimate_tokens(messages)
+    reserve = min(settings.LLMCHAIN_ANSWER_MAX_TOKENS, limit // 4)
+    return Fit(tokens=tokens, limit=limit, reserve=reserve, counted=counted is not None)
+
+
+async def check_fits(conversation: Conversation, prompt: str, *, before: int | None = None,
+                     gateway: Gateway | None = None) -> Fit | None:
+    """Refuse (ValidationError, nothing saved) a prompt that would not fit the model's context."""
+    fit = await measure_fit(conversation, prompt, before=before, gateway=gateway)
+    if fit is not None and not fit.fits:
+        raise ValidationError({"prompt": [fit.describe(conversation.model.name)]})
+    return fit
 
 
 def answered_first_turns(context: Context | None = None) -> QuerySet:
@@ -158,15 +236,17 @@ def answered_first_turns(context: Context | None = None) -> QuerySet:
     return turns.order_by("created_at", "id")
 
 
-def finish_interaction(interaction: Interaction, answer: str, reference_pool: str = "running") -> None:
+def finish_interaction(interaction: Interaction, answer: str, reference_pool: str = "running",
+                       finish_reason: str = "") -> None:
     """Save the answer and, in the same transaction, whatever the apps built on chat keep with it (the
     oracle's evaluation job, through `interaction_finished`)."""
     now = timezone.now()
     with transaction.atomic():
         Interaction.objects.filter(pk=interaction.pk).update(
-            answer=answer, status=Interaction.Status.DONE, finished_at=now)
+            answer=answer, status=Interaction.Status.DONE, finished_at=now, finish_reason=finish_reason)
         Conversation.objects.filter(pk=interaction.conversation_id).update(updated_at=now)
         interaction.answer, interaction.status, interaction.finished_at = answer, Interaction.Status.DONE, now
+        interaction.finish_reason = finish_reason
         interaction_finished.send(sender=Interaction, interaction=interaction, reference_pool=reference_pool)
 
 
@@ -199,9 +279,10 @@ async def answer(interaction: Interaction, model: RegisteredModel, *,
     this: the interaction is then kept as stopped and the cancellation ends here.
     """
     parts: list[str] = []
+    outcome: dict = {}  # the endpoint's finish_reason
     try:
         messages = await db(history)(interaction)
-        async for piece in stream_answer(model, messages, gateway, **answer_params()):
+        async for piece in stream_answer(model, messages, gateway, outcome=outcome, **answer_params()):
             parts.append(piece)
             if on_piece is not None:
                 await on_piece(piece)
@@ -220,7 +301,7 @@ async def answer(interaction: Interaction, model: RegisteredModel, *,
         await asyncio.shield(db(fail_interaction)(interaction, "the answer failed on the server", "".join(parts)))
         raise
     try:
-        await db(finish_interaction)(interaction, "".join(parts))
+        await db(finish_interaction)(interaction, "".join(parts), finish_reason=outcome.get("finish_reason", ""))
     except asyncio.CancelledError:
         if stop is None or not stop.is_set():
             raise

@@ -157,9 +157,11 @@ class Gateway:
                                      max_seconds=settings.LLMCHAIN_ANSWER_MAX_S)
 
     async def stream_chat(self, endpoint: Endpoint, messages: list[dict], *, max_tokens: int = 512,
-                          temperature: float = 0.7, **extra) -> AsyncIterator[str]:
+                          temperature: float = 0.7, outcome: dict | None = None, **extra) -> AsyncIterator[str]:
         """Yield the answer's text piece by piece as the endpoint streams it; an endpoint that sends
-        more than `max_tokens` pieces is cut off there."""
+        more than `max_tokens` pieces is cut off there. `outcome` (a dict), if given, receives the
+        stream's `finish_reason` ("length" also when the gateway cut it at `max_tokens`)."""
+        outcome = {} if outcome is None else outcome
         payload = {"model": endpoint.model, "messages": messages, "max_tokens": max_tokens,
                    "temperature": temperature, "stream": True, **extra}
         started = False
@@ -171,11 +173,12 @@ class Gateway:
                     if response.status_code != 200:
                         raise _error_for(response, await response.aread())
                     pieces = 0
-                    async for piece in _sse_text(response):
+                    async for piece in _sse_text(response, outcome):
                         started = True
                         yield piece
                         pieces += 1
                         if pieces >= max_tokens:
+                            outcome["finish_reason"] = "length"
                             return
                     return
             except CALL_ERRORS as exc:  # timeouts included
@@ -282,6 +285,42 @@ class Gateway:
         return EndpointTest(tuple(passed))
 
 
+    async def count_tokens(self, endpoint: Endpoint, messages: list[dict]) -> tuple[int, int | None] | None:
+        """How many tokens the model reads for `messages`, and its context length, from the endpoint's
+        vLLM-style `POST /tokenize` (the built-in server has one); None when it has none or fails: one
+        try, a short wait, since it only sharpens a check the caller can also make by estimate."""
+        url = endpoint.url("tokenize").replace("/v1/tokenize", "/tokenize")
+        try:
+            async with self._client() as client:
+                response = await client.post(url, headers=endpoint.headers(), timeout=5,
+                                             json={"model": endpoint.model, "messages": messages})
+            body = response.json() if response.status_code == 200 else None
+            count = body.get("count") if isinstance(body, dict) else None
+            limit = body.get("max_model_len") if isinstance(body, dict) else None
+        except (*CALL_ERRORS, ValueError):
+            return None
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            return None
+        return count, (limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None)
+
+    async def context_length(self, endpoint: Endpoint) -> int | None:
+        """The model's context length as its endpoint advertises it on its model card (`GET
+        /models/{id}`: vLLM's `max_model_len`, or `context_length`/`context_window` as other servers
+        and routers say it); None when it does not say."""
+        try:
+            async with self._client() as client:
+                response = await client.get(endpoint.url(f"models/{endpoint.model}"), headers=endpoint.headers(),
+                                            timeout=5)
+            card = response.json() if response.status_code == 200 else None
+        except (*CALL_ERRORS, ValueError):
+            return None
+        for key in ("max_model_len", "context_length", "context_window"):
+            value = card.get(key) if isinstance(card, dict) else None
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        return None
+
+
 def _model_ids(response: httpx.Response) -> list[str] | None:
     """The model ids of an OpenAI model list (`GET /models`), or None when the body is not one."""
     try:
@@ -290,7 +329,8 @@ def _model_ids(response: httpx.Response) -> list[str] | None:
         return None
 
 
-async def _sse_text(response: httpx.Response) -> AsyncIterator[str]:
+async def _sse_text(response: httpx.Response, outcome: dict | None = None) -> AsyncIterator[str]:
+    """The text pieces of an OpenAI-style event stream; the last `finish_reason` seen goes in `outcome`."""
     async for line in response.aiter_lines():
         if not line.startswith("data:"):
             continue
@@ -306,6 +346,8 @@ async def _sse_text(response: httpx.Response) -> AsyncIterator[str]:
             raise EndpointUnavailable("the model's endpoint failed mid-answer",
                                       f"the endpoint failed mid-answer: {chunk['error']}")
         for choice in chunk.get("choices") or []:
+            if outcome is not None and isinstance(choice.get("finish_reason"), str):
+                outcome["finish_reason"] = choice["finish_reason"][:32]
             piece = (choice.get("delta") or {}).get("content")
             if piece:
                 yield piece

@@ -109,6 +109,8 @@ class Interaction(models.Model):
     answer = models.TextField(blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.STREAMING)
     error = models.TextField(blank=True)
+    # Why the endpoint ended the answer ("stop", "length": cut at the token limit, ...; "" unknown).
+    finish_reason = models.CharField(max_length=32, blank=True)
     # Regenerated or edited: the first turn this one asks again. Both are kept (and each evaluated);
     # the model's history holds the latest attempt only.
     replaces = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries")
@@ -120,6 +122,14 @@ class Interaction(models.Model):
 
     def __str__(self) -> str:
         return self.interaction_id
+
+    @property
+    def cut_at_limit(self) -> bool:
+        return self.finish_reason == "length"
+
+    @property
+    def answer_token_limit(self) -> int:
+        return settings.LLMCHAIN_ANSWER_MAX_TOKENS
 
 
 class Rating(models.Model):

@@ -62,13 +62,16 @@ def find_replay(model_pk: int, messages: list[dict]) -> str | None:
 
 async def stream_answer(model: RegisteredModel, messages: list[dict], gateway: Gateway | None = None,
                         **params) -> AsyncIterator[str]:
-    """Yield the model's answer to `messages` piece by piece."""
+    """Yield the model's answer to `messages` piece by piece (an `outcome` dict in `params` receives the
+    endpoint's finish_reason; a replay always finishes with "stop")."""
     if model.kind == RegisteredModel.Kind.REPLAY:
         text = await sync_to_async(find_replay)(model.pk, messages)
         if text is None:
             raise NoRecordedAnswer(model)
         for piece in re.findall(r"\S+\s*|\s+", text):
             yield piece
+        if params.get("outcome") is not None:
+            params["outcome"]["finish_reason"] = "stop"
         return
     async for piece in (gateway or Gateway()).stream_chat(endpoint_of(model), messages, **params):
         yield piece

@@ -118,7 +118,7 @@ class InteractionSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Interaction
-        fields = ["id", "conversation", "interaction_id", "prompt", "answer", "status", "error",
+        fields = ["id", "conversation", "interaction_id", "prompt", "answer", "status", "error", "finish_reason",
                   "created_at", "finished_at", "evaluation"]
         read_only_fields = fields
 

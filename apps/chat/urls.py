@@ -15,6 +15,7 @@ urlpatterns = [
     path("chat/<int:pk>/", views.conversation, name="conversation"),
     path("chat/<int:pk>/rename", views.conversation_rename, name="conversation-rename"),
     path("chat/<int:pk>/delete", views.conversation_delete, name="conversation-delete"),
+    path("chat/<int:pk>/count", views.conversation_count, name="conversation-count"),
     path("chat/interactions/<int:pk>/rating", views.rating, name="rating"),
     path("models/", views.models_index, name="models"),
     path("models/new", views.model_new, name="model-new"),

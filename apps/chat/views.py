@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from asgiref.sync import async_to_sync
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
@@ -79,6 +80,23 @@ def conversation_rename(request, pk):
     else:
         messages.success(request, f"Renamed to “{conv.title}”.")
     return redirect("chat") if request.POST.get("next") == "list" else redirect("conversation", conv.pk)
+
+
+@login_required
+@require_POST
+def conversation_count(request, pk):
+    """The message being written, counted against the model's context (htmx, as the user types)."""
+    conv = _own(request, pk)
+    prompt = request.POST.get("prompt", "").strip()
+    if not prompt:
+        return render(request, "chat/_prompt_count.html", {})
+    if len(prompt) > conversations.MAX_PROMPT:
+        return render(request, "chat/_prompt_count.html", {"too_long": True, "text": (
+            f"{len(prompt):,} characters: this site takes at most {conversations.MAX_PROMPT:,} in one message.")})
+    fit = async_to_sync(conversations.measure_fit)(conv, prompt)
+    if fit is None:
+        return render(request, "chat/_prompt_count.html", {"text": f"{len(prompt):,} characters."})
+    return render(request, "chat/_prompt_count.html", {"too_long": not fit.fits, "text": fit.describe(conv.model.name)})
 
 
 @login_required

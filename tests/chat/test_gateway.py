@@ -137,3 +137,18 @@ async def test_the_built_in_model_server_streams_a_real_answer(model_server):
     assert len(pieces) >= 2 and "".join(pieces).strip()
     with pytest.raises(EndpointRefused):
         await gw.check(Endpoint(model_server.url, model_server.model, "wrong-key"))
+
+
+@pytest.mark.slow
+async def test_an_answer_cut_at_the_token_limit_says_so(model_server):
+    """The built-in server ends a capped answer with finish_reason "length"; the gateway passes it on,
+    and says "length" itself when it cuts a stream that goes on past max_tokens."""
+    endpoint = Endpoint(model_server.url, model_server.model, model_server.api_key)
+    ask = [{"role": "user", "content": "Write a long story about a lighthouse keeper."}]
+    outcome: dict = {}
+    pieces = [p async for p in Gateway().stream_chat(endpoint, ask, max_tokens=4, temperature=0, outcome=outcome)]
+    assert 1 <= len(pieces) <= 4 and outcome == {"finish_reason": "length"}
+    outcome = {}
+    whole = [p async for p in Gateway().stream_chat(endpoint, [{"role": "user", "content": "Say yes."}],
+                                                    max_tokens=200, temperature=0, outcome=outcome)]
+    assert whole and outcome == {"finish_reason": "stop"}
