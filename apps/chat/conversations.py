@@ -18,11 +18,11 @@ from django.utils import timezone
 from apps.chain.models import Context
 from lib.ids import hex32
 
-from .gateway import Gateway, GatewayError
+from .gateway import BadResponse, Gateway, GatewayError
 from .health import running_models
 from .models import Conversation, Interaction, RegisteredModel
 from .signals import interaction_finished
-from .providers import endpoint_of, stream_answer
+from .providers import NoRecordedAnswer, endpoint_of, stream_answer
 
 MAX_PROMPT = 20_000  # characters (the database keeps no more); the model's context is checked apart
 
@@ -264,6 +264,20 @@ def stop_interaction(interaction: Interaction, partial: str) -> None:
     interaction.status, interaction.answer, interaction.finished_at = Interaction.Status.STOPPED, partial, now
 
 
+def plain_error(model: RegisteredModel, exc: GatewayError) -> str:
+    """What went wrong, for the person chatting: what happened, whether trying again can help, and
+    what else to do. The endpoint's own words and URL stay out (its owner sees them on the model page)."""
+    if isinstance(exc, NoRecordedAnswer):
+        return str(exc)
+    if isinstance(exc, BadResponse):
+        return (f"{model.name} answered in a form this site cannot read ({exc}). Trying again may not help; "
+                "another model of this context can answer in the meantime.")
+    if exc.permanent:
+        return (f"{model.name} refused this request ({exc}). Trying again will probably fail the same way; "
+                "another model of this context can answer in the meantime.")
+    return (f"{model.name} could not answer just now ({exc}). This is usually brief: try again in a moment.")
+
+
 def answer_params() -> dict:
     return {"max_tokens": settings.LLMCHAIN_ANSWER_MAX_TOKENS}
 
@@ -287,7 +301,7 @@ async def answer(interaction: Interaction, model: RegisteredModel, *,
             if on_piece is not None:
                 await on_piece(piece)
     except GatewayError as exc:
-        await db(fail_interaction)(interaction, str(exc), "".join(parts))
+        await db(fail_interaction)(interaction, plain_error(model, exc), "".join(parts))
         return exc
     except asyncio.CancelledError:
         if stop is None or not stop.is_set():

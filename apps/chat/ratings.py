@@ -21,6 +21,11 @@ from .models import QUESTIONNAIRE, Interaction, Rating
 log = logging.getLogger(__name__)
 
 
+# Said when a second tab (or window, or device) sends a rating for an answer rated meanwhile.
+ALREADY_RATED = ("This answer was already rated, perhaps in another tab or window: a rating is final, so the "
+                 "one you just sent was not saved. The rating that counts is shown here.")
+
+
 def check_rating(user, interaction: Interaction, answers: dict) -> dict[str, int]:
     """Authorise and validate; PermissionError or ValidationError, nothing changes."""
     if not getattr(user, "is_authenticated", False) or interaction.conversation.user_id != user.id:
@@ -28,7 +33,7 @@ def check_rating(user, interaction: Interaction, answers: dict) -> dict[str, int
     if interaction.status != Interaction.Status.DONE:
         raise ValidationError({"form": ["Only a finished answer can be rated."]})
     if Rating.objects.filter(interaction=interaction).exists():
-        raise ValidationError({"form": ["You have already rated this answer; a rating is final."]})
+        raise ValidationError({"form": [ALREADY_RATED]})
     clean, errors = {}, {}
     for field in QUESTIONNAIRE:
         raw = answers.get(field)
@@ -53,7 +58,7 @@ def submit_rating(user, interaction: Interaction, answers: dict) -> Rating:
             rating = Rating.objects.create(interaction=interaction, user=user, **clean)
             queue_rating(rating)
     except IntegrityError:  # two submissions at once: the first wins
-        raise ValidationError({"form": ["You have already rated this answer; a rating is final."]}) from None
+        raise ValidationError({"form": [ALREADY_RATED]}) from None
     return rating
 
 

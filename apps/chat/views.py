@@ -147,7 +147,9 @@ def rating(request, pk):
         try:
             ratings.submit_rating(request.user, interaction, request.POST)
         except ValidationError as exc:
-            errors, status = exc.message_dict, 400
+            # htmx swaps only 2xx answers: the form with its errors (or the rating another tab sent
+            # meanwhile, with why this one was not saved) comes as 200 to it, 400 to a plain POST.
+            errors, status = exc.message_dict, 200 if request.htmx else 400
         except PermissionError as exc:
             raise PermissionDenied(str(exc)) from exc
         interaction = Interaction.objects.get(pk=pk)

@@ -12,7 +12,7 @@
   function syncSending() {
     var busy = streaming();
     document.querySelectorAll(
-      '#prompt-form button[type=submit], #replay-questions button, .turn-actions button'
+      '#prompt-form button[type=submit], #replay-questions button, .turn-actions button, form.retry button'
     ).forEach(function (b) { b.disabled = busy; });
     // Only the last turn can be asked again (the socket refuses the others).
     var all = document.querySelectorAll("#messages .turn");

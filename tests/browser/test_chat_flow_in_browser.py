@@ -121,6 +121,11 @@ class StreamingEndpoint:
                 self.wfile.write(body)
 
             def do_POST(self):  # noqa: N802
+                if self.path != "/v1/chat/completions":  # no /tokenize: the site estimates instead
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 endpoint.asked.append(request.get("messages", []))
                 prompt = request["messages"][-1]["content"]

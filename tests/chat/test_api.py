@@ -270,7 +270,9 @@ def test_an_endpoint_failure_is_a_502_and_the_turn_is_saved_failed_and_unevaluat
     assert "503" in response.json()["detail"] and response.json()["interaction"]["status"] == "failed"
     interaction = Interaction.objects.get(conversation_id=conv)
     # what the endpoint said is for its owner (the model page), not for whoever chats with it
-    assert interaction.status == "failed" and interaction.error == "the model's endpoint answered HTTP 503"
+    assert interaction.status == "failed" and interaction.error == (
+        "tiny-7b could not answer just now (the model's endpoint answered HTTP 503). This is usually brief: "
+        "try again in a moment.")
     assert "overloaded" not in response.content.decode()
     assert not EvaluationJob.objects.exists()
     # The conversation is not left blocked behind an unfinished turn.
