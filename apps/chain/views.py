@@ -15,6 +15,7 @@ from .evidence import EvidenceCorrupt, EvidenceMissing, default_store
 from .health import chain_health
 from .ipfs import IpfsError
 from .models import LedgerModel
+from .signals import model_names
 
 
 class _Failure(Exception):
@@ -68,8 +69,9 @@ def evidence_page(request, cid):
     if info["schema"] == records.EVIDENCE_SCHEMA:
         rec = info["record"]
         model_ids = {rec["answer"]["model"], *(r["model"] for r in rec["references"])}
-    names = dict(LedgerModel.objects.filter(model_id__in=model_ids).values_list("model_id", "metadata_cid"))
-    return render(request, "chain/evidence.html", {"info": info, "metadata_cids": names,
+    cids = dict(LedgerModel.objects.filter(model_id__in=model_ids).values_list("model_id", "metadata_cid"))
+    return render(request, "chain/evidence.html", {"info": info, "metadata_cids": cids,
+                                                   "names": model_names(model_ids),
                                                    "hex_preview": data[:64].hex() if info["text"] is None else ""})
 
 

@@ -40,6 +40,22 @@ def test_the_page_shows_prompt_answer_references_and_scores_escaped(client, evid
     assert evidence_cid in html
 
 
+def test_the_answering_and_reference_models_are_named_escaped(client, evidence_cid):
+    from apps.chat.models import RegisteredModel
+    from tests.personas import developer
+
+    owner = developer()
+    RegisteredModel.objects.create(owner=owner, name="answerer-7b", provider="p", model_id=MODEL, metadata_cid="bafy1")
+    RegisteredModel.objects.create(owner=owner, name=f"ref{ATTACK}"[:100], provider="p", model_id=OTHER,
+                                   metadata_cid="bafy2")
+    html = client.get(f"/evidence/{evidence_cid}/").content.decode()
+    assert '<span class="model-name">answerer-7b</span>' in html
+    assert '<span class="model-name">ref&lt;script&gt;window.pwned=1&lt;/script&gt;' in html
+    assert f'title="{OTHER}"' in html and "<script>window.pwned" not in html
+    RegisteredModel.objects.filter(model_id=OTHER).delete()  # a model the site does not list: said so
+    assert "a model this site does not list" in client.get(f"/evidence/{evidence_cid}/").content.decode()
+
+
 def test_the_api_returns_the_parsed_record(client, evidence_cid):
     body = client.get(f"/api/evidence/{evidence_cid}").json()
     assert body["cid"] == evidence_cid
