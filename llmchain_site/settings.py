@@ -113,6 +113,20 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # LocMemCache's default of 300, which would evict them round-robin under load.
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "llmchain",
                       "OPTIONS": {"MAX_ENTRIES": int(os.environ.get("LLMCHAIN_CACHE_ENTRIES", "5000"))}}}
+# With Redis, one cache for every process, so that limits counted in it (chat sockets per user,
+# throttles) hold across web processes: LLMCHAIN_CACHE_URL, by default REDIS_URL's server with the
+# next database number (a cache clear flushes its database: never the channel layer's).
+_redis_for_layer = os.environ.get("REDIS_URL", "")
+LLMCHAIN_CACHE_URL = os.environ.get("LLMCHAIN_CACHE_URL", "")
+if not LLMCHAIN_CACHE_URL and _redis_for_layer:
+    from urllib.parse import urlparse as _urlparse
+
+    _u = _urlparse(_redis_for_layer)
+    _db = int((_u.path or "/0").strip("/") or 0)
+    LLMCHAIN_CACHE_URL = _u._replace(path=f"/{(_db + 1) % 16}").geturl()
+if LLMCHAIN_CACHE_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": LLMCHAIN_CACHE_URL,
+                          "KEY_PREFIX": "llmchain"}}
 
 # Anonymous board reads answered from a versioned response cache in front of Django (apps/leaderboard/fastpath.py).
 LLMCHAIN_BOARD_FASTPATH = os.environ.get("LLMCHAIN_BOARD_FASTPATH", "1") != "0"
@@ -242,6 +256,8 @@ LLMCHAIN_IPFS_RETRIES = int(os.environ.get("LLMCHAIN_IPFS_RETRIES", "2"))
 LLMCHAIN_HEALTH_FAILURES = int(os.environ.get("LLMCHAIN_HEALTH_FAILURES", "1"))
 LLMCHAIN_HEALTH_INTERVAL_S = float(os.environ.get("LLMCHAIN_HEALTH_INTERVAL_S", "30"))
 LLMCHAIN_ANSWER_MAX_TOKENS = int(os.environ.get("LLMCHAIN_ANSWER_MAX_TOKENS", "256"))
+# Chat sockets one account may hold open at once (tabs, devices); one more is refused with a message.
+LLMCHAIN_CHAT_SOCKETS_PER_USER = int(os.environ.get("LLMCHAIN_CHAT_SOCKETS_PER_USER", "8"))
 # The built-in model server `make run` starts (python manage.py serve_model).
 LLMCHAIN_BUILTIN_MODEL_URL = os.environ.get("LLMCHAIN_BUILTIN_MODEL_URL", "http://127.0.0.1:8100/v1")
 # Where serve_model keeps the built-in model once converted; empty: var/models/<the model's name>.

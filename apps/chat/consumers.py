@@ -12,7 +12,10 @@ import time
 from asgiref.sync import sync_to_async
 
 from channels.db import database_sync_to_async
+from channels.layers import InMemoryChannelLayer
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.template.loader import get_template, render_to_string
 
@@ -23,24 +26,70 @@ from .replay import replay_questions
 
 log = logging.getLogger(__name__)
 RENDER_EVERY_S = 0.1  # the streaming answer is rendered as Markdown at most this often
+FALLBACK_POLL_S = 3.0  # the in-memory channel layer only: how often a socket looks at its evaluations
+SLOT_TTL_S = 120  # a socket's place in its user's quota lasts this long unless refreshed
+SLOT_REFRESH_S = 45
+CLOSE_TOO_MANY = 4429  # the close code when a user has too many chat sockets open
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
     answering: asyncio.Task | None = None  # the answer streaming now
     stop: asyncio.Event | None = None
 
+    slot: str | None = None  # the cache key holding this socket's place in its user's quota
+
     async def connect(self):
         self.conversation = await self._conversation()
         if self.conversation is None:
             await self.close(code=4403)
             return
+        await self.accept()
+        self.slot = await self._take_slot()
+        if self.slot is None:
+            cap = settings.LLMCHAIN_CHAT_SOCKETS_PER_USER
+            await self.send(render_to_string("chat/_error.html", {"message": (
+                f"You already have {cap} chats open (tabs or devices): this page stays closed to new messages. "
+                "Close one of them and reload this page.")}))
+            await self.close(code=CLOSE_TOO_MANY)
+            return
         self.group = f"conversation-{self.conversation.pk}"
         await self.channel_layer.group_add(self.group, self.channel_name)
-        await self.accept()
-        # Workers push through the channel layer when it is shared (Redis); with the in-memory
-        # layer of `make run` they run in other processes, so the socket also watches the rows.
-        self.seen = await self._evaluation_states()
-        self.watcher = asyncio.create_task(self._watch())
+        # Workers push each evaluation's progress through the channel layer once it commits
+        # (apps/oracle/notify.py). The in-memory layer of `make run` cannot carry a push from the worker
+        # processes, so only there the socket also looks at the rows, every FALLBACK_POLL_S.
+        self.seen = await self._evaluation_states() if self._layer_is_local() else None
+        self.watcher = asyncio.create_task(self._keep())
+
+    def _layer_is_local(self) -> bool:
+        return isinstance(self.channel_layer, InMemoryChannelLayer)
+
+    async def _take_slot(self) -> str | None:
+        """A place among the user's LLMCHAIN_CHAT_SOCKETS_PER_USER sockets, taken atomically in the
+        shared cache (`add` sets a key only if it is free, in Redis as in memory); a place held by a
+        process that died frees itself after SLOT_TTL_S, since live sockets refresh theirs."""
+        user_id = self.scope["user"].id
+        for n in range(settings.LLMCHAIN_CHAT_SOCKETS_PER_USER):
+            key = f"chat-socket:{user_id}:{n}"
+            if await cache.aadd(key, self.channel_name, SLOT_TTL_S):
+                return key
+        return None
+
+    async def _keep(self):
+        """Refresh this socket's place in its user's quota; on the in-memory layer, also watch the rows."""
+        every = FALLBACK_POLL_S if self.seen is not None else SLOT_REFRESH_S
+        since_refresh = 0.0
+        while True:
+            await asyncio.sleep(every)
+            since_refresh += every
+            if since_refresh >= SLOT_REFRESH_S:
+                since_refresh = 0.0
+                await cache.atouch(self.slot, SLOT_TTL_S)
+            if self.seen is not None:
+                states = await self._evaluation_states()
+                for pk, state in states.items():
+                    if self.seen.get(pk) != state:
+                        self.seen[pk] = state
+                        await self.send(await self._render_evaluation(pk))
 
     async def disconnect(self, code):
         if getattr(self, "watcher", None):
@@ -49,6 +98,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             self.answering.cancel()
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
+        if self.slot is not None and await cache.aget(self.slot) == self.channel_name:
+            await cache.adelete(self.slot)
 
     @database_sync_to_async
     def _evaluation_states(self) -> dict:
@@ -62,15 +113,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
     def _render_evaluation(self, interaction_pk: int) -> str:
         interaction = Interaction.objects.select_related("evaluation__outbox_item__transaction").get(pk=interaction_pk)
         return render_to_string("chat/_evaluation_oob.html", {"i": interaction, "job": interaction.evaluation})
-
-    async def _watch(self, every: float = 1.0):
-        while True:
-            await asyncio.sleep(every)
-            states = await self._evaluation_states()
-            for pk, state in states.items():
-                if self.seen.get(pk) != state:
-                    self.seen[pk] = state
-                    await self.send(await self._render_evaluation(pk))
 
     @database_sync_to_async
     def _conversation(self):
