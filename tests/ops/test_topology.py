@@ -241,7 +241,9 @@ def test_two_of_everything_lose_nothing_when_one_of_each_worker_dies(tmp_path):
     database = Postgres()
     reachable_or_skip("PostgreSQL", lambda: database._admin().close())
     redis_server = server_url("REDIS_URL", "redis://127.0.0.1:6379/0")
-    redis_url = urlunparse(urlparse(redis_server)._replace(path="/13"))  # a database of the test's own
+    # Databases of the test's own: 13 for the channel layer, 14 for the cache (the settings' default:
+    # the next one after REDIS_URL's).
+    redis_url = urlunparse(urlparse(redis_server)._replace(path="/13"))
     reachable_or_skip("Redis", lambda: redis.Redis.from_url(redis_url, socket_timeout=5).flushdb())
 
     database.create()
@@ -307,4 +309,5 @@ def test_two_of_everything_lose_nothing_when_one_of_each_worker_dies(tmp_path):
     finally:
         topology.shutdown()
         database.drop()
-        redis.Redis.from_url(redis_url, socket_timeout=5).flushdb()
+        for db in (13, 14):
+            redis.Redis.from_url(urlunparse(urlparse(redis_url)._replace(path=f"/{db}")), socket_timeout=5).flushdb()
