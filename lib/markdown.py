@@ -40,7 +40,7 @@ ATTRIBUTES = {
     "span": {"class"},
     "code": {"class"},
     "div": {"class"},
-    "pre": {"class"},
+    "pre": {"class", "tabindex"},  # tabindex: a code block that scrolls sideways is reached by keyboard
     "button": {"type", "class", "aria-label"},
 }
 MAX_HIGHLIGHT = 50_000  # characters of one fence; longer code is shown plain (Pygments is linear, but slow)
@@ -61,7 +61,7 @@ def _fence(renderer, tokens, idx, options, env) -> str:
     label = html.escape(lang) if lang else "code"
     return (f'<div class="code-block"><div class="code-head"><span class="code-lang">{label}</span>'
             f'<button type="button" class="copy-code" aria-label="Copy the code">Copy</button></div>'
-            f'<pre class="code"><code>{body}</code></pre></div>\n')
+            f'<pre class="code" tabindex="0"><code>{body}</code></pre></div>\n')
 
 
 def _image(renderer, tokens, idx, options, env) -> str:

@@ -36,6 +36,7 @@ def test_an_expert_answers_the_queue_with_the_keyboard(site, page, shot):
     expect(page.locator("pre.question")).to_have_text("Question 2?")
     expect(page.locator("#progress")).to_contain_text("Answered by you: 1")
 
+    page.get_by_text("Add a note").click()  # the note folds in the verdict bar
     note = page.get_by_label("Note (optional)")
     note.fill("")
     note.press_sequentially("2 of 3 steps")  # digits typed into the note submit nothing

@@ -59,7 +59,7 @@ def test_search_finds_titles_prompts_and_answers_of_ones_own_conversations_only(
     nothing = client.get(url, {"q": "volcano"})
     assert listed(nothing) == [] and "No conversation matches “volcano”" in nothing.content.decode()
     page = client.get(reverse("chat"), {"q": "haiku"}).content.decode()
-    assert "1 conversation match" in page and "Letters" not in page
+    assert "1 conversation matches “haiku”" in page and "Letters" not in page
 
 
 def test_rename_trims_and_refuses_an_empty_or_long_name_or_someone_elses(world, client):

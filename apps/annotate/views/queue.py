@@ -5,6 +5,7 @@ from __future__ import annotations
 from itertools import groupby
 from urllib.parse import urlencode
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -12,6 +13,7 @@ from django.views.decorators.http import require_POST
 
 from .. import queue
 
+VERDICT_WORDS = {"1": "Submission 1 is better", "2": "Submission 2 is better", "0": "Neither is better"}
 SKIPPED = "annotate_skipped"  # session key: the items this expert skipped in this session
 
 
@@ -69,6 +71,9 @@ def answer(request, pk: int):
         return _page(request, filters, str(exc), status=400)
     except queue.QueueError as exc:  # the claim is gone or the verdict was already given
         return _page(request, filters, str(exc), status=409)
+    said = VERDICT_WORDS.get(request.POST.get("verdict"), "your verdict")
+    messages.success(request, f"Saved: “{said}” on item {pk}{' with your note' if request.POST.get('note') else ''}. "
+                              "Here is the next one.")
     return _back(filters)
 
 

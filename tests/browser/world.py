@@ -1,0 +1,103 @@
+"""A site with something on every page, for the layout and accessibility tests: a board with a dozen
+models (long names) in a context and globally, a conversation with a Markdown answer holding code and
+a table, an evidence record, a registered model, and an expert's queue item with a long debate."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+from apps.chain.demo import context_id
+from apps.chain.evidence import default_store
+from apps.chat.conversations import start_conversation
+from apps.chat.models import Interaction, RegisteredModel
+from apps.chat.registry import ModelFields, register_model
+from apps.leaderboard import entries
+from apps.leaderboard.models import BoardEntry
+from lib import records
+from tests.annotate.queue_factories import disagreement
+from tests.personas import developer, expert, user
+
+WAD = 10**18
+GLOBAL = "0x" + "00" * 32
+ANSWER = """Here is a **short** plan, then the code:
+
+1. Read the file.
+2. Count the words.
+
+```python
+from collections import Counter
+
+def top_words(path, n=10):
+    with open(path, encoding="utf-8") as f:
+        return Counter(f.read().split()).most_common(n)
+```
+
+| step | cost |
+| --- | --- |
+| read | O(n) |
+| count | O(n) |
+"""
+LONG_REASONING = "\n\n".join(f"Point {k}: submission 1 names the edge case; submission 2 does not. " * 3
+                             for k in range(1, 9))
+
+
+@dataclass
+class World:
+    context: str
+    model_id: str
+    conversation: int
+    evidence: str
+    registered: int
+    item: int
+
+    def pages(self) -> dict[str, list[tuple[str, str]]]:
+        """(name, path) of every page, by who opens it."""
+        return {
+            "anonymous": [("board", "/"), ("board-context", f"/?context={self.context}"), ("models", "/models/"),
+                          ("model", f"/models/{self.registered}/"), ("reputation", f"/reputation/{self.model_id}/"),
+                          ("evidence", f"/evidence/{self.evidence}/"), ("verify", "/verify/"),
+                          ("metaeval", "/metaeval/"), ("report", "/annotate/report/"), ("login", "/login/"),
+                          ("signup", "/signup/"), ("missing", "/no-such-page/")],
+            "alice": [("chat", "/chat/"), ("conversation", f"/chat/{self.conversation}/"),
+                      ("delete", f"/chat/{self.conversation}/delete")],
+            "dave": [("model-form", "/models/new")],
+            "erin": [("queue", "/annotate/")],
+        }
+
+
+def build(tmp_path) -> World:
+    writing = context_id("writing")
+    names = [f"{'very-long-model-name-' if k % 3 == 0 else ''}model-{k:02d}-7b-instruct" for k in range(12)]
+    for k, name in enumerate(names):
+        model_id = "0x" + f"{k + 1:02x}" * 32
+        for ctx in (writing, GLOBAL):
+            BoardEntry.objects.create(model_id=model_id, context_id=ctx, name=name, ra=(40 + k) * WAD // 100,
+                                      rh=(60 - k) * WAD // 100, r=(50 + k) * WAD // 100, n_auto=5 + k, n_human=k,
+                                      block_number=3)
+    entries.bump(None)
+
+    dave = developer("dave")
+    registered = register_model(dave, ModelFields(
+        name="lighthouse-3b", provider="Dave's lab", endpoint_url="http://127.0.0.1:9/v1", endpoint_model="lh",
+        description="A model for **tests**.", contexts=(writing,)))
+    RegisteredModel.objects.filter(pk=registered.pk).update(healthy=True)
+
+    alice = user("alice")
+    from apps.chain.models import Context
+    conversation = start_conversation(alice, registered, Context.objects.get(context_id=writing),
+                                      "Counting words in a file")
+    Interaction.objects.create(conversation=conversation, prompt="How do I count the words in a file?",
+                               answer=ANSWER, status=Interaction.Status.DONE,
+                               interaction_id="0x" + secrets.token_hex(32))
+
+    evidence = default_store().put(records.canonical(records.interaction_evidence(
+        interaction_id="0x" + "44" * 32, context_id=writing, context_name="writing", prompt="Count the words",
+        model_id="0x" + "01" * 32, answer=ANSWER, references=[{"model": "0x" + "02" * 32, "text": ANSWER,
+                                                                 "score": 625 * 10**15}],
+        metric={"name": "bertscore-f1", "params": {"layers": "6"}}, sa=625 * 10**15, wa=5 * 10**17)))
+
+    expert("erin")
+    item = disagreement(1, reasoning=LONG_REASONING)
+    return World(context=writing, model_id="0x" + "01" * 32, conversation=conversation.pk, evidence=evidence,
+                 registered=registered.pk, item=item.pk)
