@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .constrain import Plan, SchemaError, compile_choices, parse_response_format
 from .sampling import SamplingParams
 
 DEFAULT_MODEL_NAME = "smollm2-135m-instruct"  # the id clients send as 'model'
@@ -132,14 +133,31 @@ def parse_chat_request(body: Any, config: ServerConfig) -> ChatRequest:
     seed = body.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ApiError(400, "'seed' must be an integer", param="seed", code="invalid_type")
+    plan = parse_structure(body)
     params = SamplingParams(
         max_tokens=max_tokens or config.default_max_tokens,
         temperature=_number(body, "temperature", 1.0, 0, 2),
         top_p=_number(body, "top_p", 1.0, 0, 1, low_open=True),
-        logprobs=logprobs, top_logprobs=top)
+        logprobs=logprobs, top_logprobs=top, plan=plan)
     return ChatRequest(messages=messages, params=params, max_tokens_given=max_tokens is not None,
                        n=_integer(body, "n", 1, 1, config.max_n), seed=seed, stream=_flag(body, "stream"),
                        include_usage=bool(options and options.get("include_usage")))
+
+
+def parse_structure(body: dict) -> Plan | None:
+    """The constrained-decoding plan a request asks for: OpenAI's `response_format` (a json_schema),
+    or a plain list of allowed strings as vLLM's `guided_choice` (or `choices`); None for free text."""
+    lists = [name for name in ("guided_choice", "choices") if body.get(name) is not None]
+    if len(lists) > 1 or (lists and body.get("response_format") is not None):
+        raise ApiError(400, "give at most one of 'response_format', 'guided_choice' and 'choices'",
+                       param=lists[-1], code="invalid_value")
+    try:
+        if lists:
+            return compile_choices(body[lists[0]])
+        return parse_response_format(body.get("response_format"))
+    except SchemaError as exc:
+        raise ApiError(400, f"'{lists[0] if lists else 'response_format'}': {exc}",
+                       param=lists[0] if lists else "response_format", code="invalid_value") from None
 
 
 def fit_context(request: ChatRequest, prompt_tokens: int, context_length: int) -> SamplingParams:

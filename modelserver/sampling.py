@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .constrain import Constrained, Plan, Vocabulary
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -18,6 +20,7 @@ class SamplingParams:
     top_p: float = 1.0
     logprobs: bool = False
     top_logprobs: int = 0
+    plan: Plan | None = None  # constrained decoding (constrain.py): a JSON schema or a list of choices
 
 
 @dataclass
@@ -60,6 +63,17 @@ class LocalModel:
         self.stop_ids = set(tokenizer.all_special_ids)
         eos = model.generation_config.eos_token_id
         self.stop_ids.update(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        self._vocabulary: Vocabulary | None = None
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        """The vocabulary as constrained decoding sees it (built on first use, about a second)."""
+        if self._vocabulary is None:
+            self._vocabulary = Vocabulary(self)
+        return self._vocabulary
+
+    def constrained(self, plan: Plan) -> Constrained:
+        return Constrained(plan, self.vocabulary)
 
     def prompt_ids(self, messages: list[dict]) -> list[int]:
         """The chat template applied to `messages`, ending with the assistant's turn."""
@@ -78,17 +92,28 @@ class LocalModel:
         pending: list[dict] = []
         emitted = 0
         finish = "length"
-        for _ in range(params.max_tokens):
+        constraint = self.constrained(params.plan) if params.plan is not None else None
+        for step in range(params.max_tokens):
+            if constraint is not None and constraint.done:
+                finish = "stop"
+                break
             with torch.inference_mode():
                 out = self.model(input_ids=input_ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
                 cache = out.past_key_values
                 logits = out.logits[0, -1].float()
-                token = _choose(logits, params, rng)
+                allowed = None
+                if constraint is None:
+                    token = _choose(logits, params, rng)
+                else:
+                    allowed = constraint.allowed(params.max_tokens - step)
+                    token = _choose(logits.masked_fill(~allowed[:logits.shape[0]], float("-inf")), params, rng)
+                    constraint.advance(token)
                 if token in self.stop_ids:
                     finish = "stop"
                     break
                 if params.logprobs:
-                    pending.append(self._logprob_entry(logits, token, params.top_logprobs))
+                    only = allowed if constraint is not None and constraint.at_choice else None
+                    pending.append(self._logprob_entry(logits, token, params.top_logprobs, only))
             generated.append(token)
             input_ids = torch.tensor([[token]])
             text = self._decode(generated)
@@ -97,6 +122,8 @@ class LocalModel:
             if len(text) > emitted or pending:
                 yield Piece(text[emitted:], pending)
                 emitted, pending = len(text), []
+        if constraint is not None and constraint.done:
+            finish = "stop"
         yield Piece(self._decode(generated)[emitted:], pending, finish, len(generated))
 
     def _decode(self, ids: list[int]) -> str:
@@ -120,10 +147,18 @@ class LocalModel:
         raw = self.token_bytes(token_id)
         return {"token": raw.decode("utf-8", errors="backslashreplace"), "logprob": logprob, "bytes": list(raw)}
 
-    def _logprob_entry(self, logits: torch.Tensor, token: int, top: int) -> dict:
-        # Logprobs of the model's own distribution, before temperature and top_p, as OpenAI reports them.
+    def _logprob_entry(self, logits: torch.Tensor, token: int, top: int, only: torch.Tensor | None = None) -> dict:
+        # Logprobs of the model's own distribution, before temperature, top_p and any constraint, as
+        # OpenAI reports them. At a choice position of constrained decoding (`only`: the allowed
+        # tokens) top_logprobs lists the allowed tokens, with those same unconstrained logprobs: their
+        # sum is the mass the model put on the allowed values by itself.
         logp = torch.log_softmax(logits, dim=-1)
         entry = self._token_info(token, float(logp[token]))
+        if only is not None and top:
+            ids = torch.nonzero(only[:logp.shape[0]]).flatten()
+            order = torch.argsort(logp[ids], descending=True)[:20]  # OpenAI's most
+            entry["top_logprobs"] = [self._token_info(int(ids[i]), float(logp[ids[i]])) for i in order]
+            return entry
         best = torch.topk(logp, top) if top else None
         entry["top_logprobs"] = [] if best is None else [
             self._token_info(int(i), float(v)) for v, i in zip(best.values, best.indices)]

@@ -174,6 +174,12 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # the chat template is Jinja: any odd conversation may trip it
             raise ApiError(400, f"The messages do not fit the chat template: {exc}", param="messages") from exc
         params = fit_context(request, len(prompt), self.server.context_length)
+        if params.plan is not None:
+            need = model.constrained(params.plan).minimum_tokens()
+            if params.max_tokens < need:
+                raise ApiError(400, f"The structured output needs at least {need} tokens; {params.max_tokens} "
+                               "are left (max_tokens, or the context after the messages)", param="max_tokens",
+                               code="invalid_value")
         rng = seeded_rng(request.seed)
         meta = {"id": f"chatcmpl-{secrets.token_hex(12)}", "created": int(time.time()),
                 "model": self.server.config.model_name}
