@@ -285,3 +285,64 @@ def score_correlations(human: Sequence[float], scores: Sequence[float | None],
         out["per_context"]["contexts"] = len(by_group)
         out["per_context"]["undefined"] = {k: sum(1 for c in per if c[k] is None) for k in CORRELATIONS}
     return out
+
+
+# --- position bias and calibration (issue 23) ---------------------------------------------------
+#
+# MT-Bench's swap ("Judging LLM-as-a-judge", Zheng et al. 2023): a judge asked a pair in both orders
+# gives two verdicts in the pair's own numbering; when they differ (the verdict flips with the
+# order, or one order ties), the pair counts as a tie; an unreadable verdict makes it unreadable.
+
+def swap_rule(verdict: int | None, swapped_verdict: int | None) -> int | None:
+    """The verdict of a judge asked both orders (both given in the pair's numbering): the common
+    verdict when they agree, NEITHER when they differ, None when either is unreadable."""
+    if verdict is None or swapped_verdict is None:
+        return None
+    return verdict if verdict == swapped_verdict else NEITHER
+
+
+def position_bias(asked: Sequence[tuple[int | None, int | None]]) -> dict:
+    """A judge's position bias from pairs asked in both orders: each item is (verdict with the pair
+    in its order, verdict with the pair swapped), both *as the judge gave them* (1 = what it was
+    shown first).
+
+    - `consistency`: over the pairs with both verdicts readable, the share whose two verdicts
+      name the same submission (MT-Bench's consistency);
+    - `first_position_win_rate`: over every readable verdict of either order that names a winner
+      (ties left out), the share that chose the submission shown first (0.5: no position bias).
+    """
+    both = [(a, b) for a, b in asked if a is not None and b is not None]
+    consistent = sum(1 for a, b in both if a == (b if b == NEITHER else 3 - b))
+    decided = [v for pair in asked for v in pair if v in (FIRST, SECOND)]
+    first = sum(1 for v in decided if v == FIRST)
+    return {"pairs": len(asked), "both_readable": len(both), "consistent": consistent,
+            "consistency": _round(consistent / len(both)) if both else None,
+            "decided_verdicts": len(decided), "first_position_wins": first,
+            "first_position_win_rate": _round(first / len(decided)) if decided else None}
+
+
+def expected_calibration_error(predictions: Sequence[tuple[dict, Hashable]], bins: int = 10) -> dict:
+    """Expected calibration error of probabilistic verdicts against gold labels.
+
+    Each prediction is (distribution over the allowed values, gold value). Its confidence is the
+    highest probability and it is correct when that value is the gold one (a tie between the top
+    values takes the first in the distribution's order). Confidences fall into `bins` equal-width
+    bins over [0, 1] (a confidence of exactly 1 in the last); ECE = sum_b (n_b / N) |acc_b - conf_b|,
+    acc_b and conf_b being the bin's accuracy and mean confidence (Guo et al. 2017). None when there
+    is no prediction."""
+    if bins < 1:
+        raise ValueError("bins must be at least 1")
+    rows = []
+    for dist, gold in predictions:
+        if not dist:
+            raise ValueError("a prediction needs a distribution")
+        best = max(dist, key=lambda v: dist[v])
+        rows.append((float(dist[best]), best == gold))
+    table = [[] for _ in range(bins)]
+    for confidence, correct in rows:
+        table[min(bins - 1, int(confidence * bins))].append((confidence, correct))
+    ece = sum(len(b) / len(rows) * abs(sum(c for _, c in b) / len(b) - sum(p for p, _ in b) / len(b))
+              for b in table if b) if rows else None
+    return {"n": len(rows), "bins": bins, "ece": _round(ece),
+            "accuracy": _round(sum(c for _, c in rows) / len(rows)) if rows else None,
+            "mean_confidence": _round(sum(p for p, _ in rows) / len(rows)) if rows else None}
