@@ -92,6 +92,11 @@ class DebateTurn(models.Model):
     swapped = models.BooleanField(default=False)
     peers_shown = models.JSONField(default=list, blank=True)  # the other agents' names, in the order shown
     prompt = models.TextField(null=True, blank=True)  # what the agent was sent; empty for imported debates
+    # The judge's probability of each verdict ("1", "2", "0", in the debate's numbering) at the verdict
+    # position of a structured reply, normalised over them; verdict_mass: their unconstrained share.
+    verdict_probabilities = models.JSONField(null=True, blank=True)
+    verdict_mass = models.FloatField(null=True, blank=True)
+    trimmed_to = models.PositiveSmallIntegerField(null=True, blank=True)  # earlier reasoning cut to fit (words)
 
     class Meta:
         ordering = ["debate_id", "round", "speaker"]

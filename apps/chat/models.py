@@ -39,6 +39,9 @@ class RegisteredModel(models.Model):
     api_key_encrypted = models.BinaryField(null=True, blank=True, editable=False)
     contexts = models.ManyToManyField("chain.Context", blank=True, related_name="models")
     is_judge = models.BooleanField(default=False)
+    # Whether its endpoint honours response_format with a JSON schema, probed once when it first
+    # judges (apps/chat/gateway.py structured_support); None: not probed yet.
+    structured_output = models.BooleanField(null=True, blank=True)
     # On-chain id: the sha2-256 digest of the first metadata CID, so the model's identity is
     # the CID of its details (the paper); edits publish new CIDs under the same id.
     model_id = models.CharField(max_length=66, unique=True)
