@@ -351,3 +351,54 @@ async def _sse_text(response: httpx.Response, outcome: dict | None = None) -> As
             piece = (choice.get("delta") or {}).get("content")
             if piece:
                 yield piece
+
+
+# --- structured output (issue 23): a JSON-schema response_format, probed once per model -------------
+
+PROBE_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
+                "required": ["answer"], "additionalProperties": False}
+
+
+def json_schema_format(schema: dict, name: str = "verdict") -> dict:
+    """OpenAI's response_format asking for output that matches `schema` (the built-in server, vLLM,
+    llama.cpp's server and TGI take the same)."""
+    return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}
+
+
+async def probe_structured_output(gateway: Gateway, endpoint: Endpoint) -> bool:
+    """Whether the endpoint honours a JSON-schema response_format: one short request whose answer
+    must be exactly the probe's object. A refusal or an answer that ignores the schema is False; an
+    endpoint that cannot be reached raises (nothing is learnt from it)."""
+    try:
+        body = await gateway.chat(endpoint, [{"role": "user", "content": "Is water wet? Answer yes or no."}],
+                                  max_tokens=16, temperature=0, response_format=json_schema_format(PROBE_SCHEMA, "probe"))
+    except EndpointRefused:
+        return False
+    try:
+        found = json.loads(body["choices"][0]["message"]["content"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return False
+    return isinstance(found, dict) and set(found) == {"answer"} and found["answer"] in ("yes", "no")
+
+
+async def structured_support(gateway: Gateway, model, endpoint: Endpoint) -> bool:
+    """Whether the registered model (reached at `endpoint`) honours structured output: probed on
+    first need and remembered on the model (RegisteredModel.structured_output)."""
+    if model.structured_output is None:
+        supported = await probe_structured_output(gateway, endpoint)
+        await type(model).objects.filter(pk=model.pk).aupdate(structured_output=supported)
+        model.structured_output = supported
+    return bool(model.structured_output)
+
+
+async def chat_structured(gateway: Gateway, endpoint: Endpoint, messages: list[dict], schema: dict, *,
+                          top_logprobs: int = 5, **params) -> dict:
+    """One non-streamed completion asked to match `schema`, with logprobs (`top_logprobs` at each
+    position); an endpoint that refuses the logprobs is asked again without them. The reply is the
+    endpoint's JSON: its text may still ignore the schema, and the caller's strict parser reads it."""
+    fmt = json_schema_format(schema)
+    try:
+        return await gateway.chat(endpoint, messages, response_format=fmt, logprobs=True, top_logprobs=top_logprobs,
+                                  **params)
+    except EndpointRefused:
+        return await gateway.chat(endpoint, messages, response_format=fmt, **params)

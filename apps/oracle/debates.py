@@ -36,12 +36,13 @@ from django.utils import timezone
 from apps.annotate.models import Debate, DebateTurn, QueueItem
 from apps.annotate.outcomes import outcome_settled
 from apps.chat.conversations import answered_first_turns, history
-from apps.chat.gateway import Gateway, GatewayError
+from apps.chat.gateway import Gateway, GatewayError, chat_structured, structured_support
 from apps.chat.health import running_models
 from apps.chat.models import Interaction, RegisteredModel
 from apps.chain import work
 from apps.chat.providers import endpoint_of, prompt_key
 from lib import debate as protocol
+from lib import metaeval
 from lib.evaluators import Evaluator, EvaluatorError
 
 from .models import DebateJob
@@ -278,26 +279,83 @@ class _Asker:
     def __call__(self, agent: str, prompt: str) -> str:
         key = _reply_key(agent, prompt)
         if key in self.job.replies:
-            return self.job.replies[key]
+            return _restored(self.job.replies[key])
         reply = async_to_sync(self._complete)(agent, prompt)
         self.asked += 1
-        self.job.replies[key] = reply
+        self.job.replies[key] = _saved(reply)
         now = timezone.now()  # each reply also renews the claim: a debate may outlast one lease
         DebateJob.objects.filter(pk=self.job.pk).update(
             replies=self.job.replies, status=S.DEBATING, updated_at=now,
             claimed_until=now + timedelta(seconds=settings.LLMCHAIN_DEBATE_LEASE_S))
         return reply
 
-    async def _complete(self, agent: str, prompt: str) -> str:
+    async def _complete(self, agent: str, prompt: str) -> str | protocol.Reply:
         return await ask_judge(self.gateway, self.judges[agent], prompt, _sampling_seed(self.job.seed, agent, prompt))
 
 
-async def ask_judge(gateway: Gateway, judge: RegisteredModel, prompt: str, seed: int) -> str:
-    """One judge's reply to one debate prompt, within the per-reply time limit."""
+async def ask_judge(gateway: Gateway, judge: RegisteredModel, prompt: str, seed: int) -> str | protocol.Reply:
+    """One judge's reply to one debate prompt, within the per-reply time limit: asked for a
+    structured verdict (lib/debate.VERDICT_SCHEMA) with logprobs where its endpoint honours a JSON
+    schema (probed once, remembered on the model), as plain text otherwise. Either way the reply is
+    read by lib/debate's parser, so a reply that ignores the schema is read strictly, never guessed."""
+    endpoint = endpoint_of(judge)
+    messages = [{"role": "user", "content": prompt}]
+    params = dict(max_tokens=settings.LLMCHAIN_DEBATE_MAX_TOKENS, temperature=settings.LLMCHAIN_DEBATE_TEMPERATURE,
+                  seed=seed)
     async with asyncio.timeout(settings.LLMCHAIN_DEBATE_TIMEOUT_S):
-        return await gateway.complete(
-            endpoint_of(judge), [{"role": "user", "content": prompt}], max_tokens=settings.LLMCHAIN_DEBATE_MAX_TOKENS,
-            temperature=settings.LLMCHAIN_DEBATE_TEMPERATURE, seed=seed)
+        if not await structured_support(gateway, judge, endpoint):
+            return await gateway.complete(endpoint, messages, **params)
+        body = await chat_structured(gateway, endpoint, messages, protocol.VERDICT_SCHEMA, **params)
+    choice = body["choices"][0] if isinstance(body["choices"][0], dict) else {}
+    text = str((choice.get("message") or {}).get("content") or "")
+    found = protocol.verdict_probabilities((choice.get("logprobs") or {}).get("content"))
+    return protocol.Reply(text, *found) if found else protocol.Reply(text)
+
+
+def _saved(reply: str | protocol.Reply) -> str | dict:
+    """A reply as kept in DebateJob.replies (JSON)."""
+    if isinstance(reply, str):
+        return reply
+    return {"text": reply.text, "mass": reply.mass,
+            "probabilities": None if reply.probabilities is None else {str(k): v for k, v in reply.probabilities.items()}}
+
+
+def _restored(saved: str | dict) -> str | protocol.Reply:
+    if isinstance(saved, str):
+        return saved
+    probs = saved.get("probabilities")
+    return protocol.Reply(saved["text"], None if probs is None else {int(k): v for k, v in probs.items()},
+                          saved.get("mass"))
+
+
+def conservative_count(prompt: str) -> int:
+    """A token count no tokenizer is likely to exceed for a prompt: one token per two bytes of UTF-8,
+    and 32 for the chat template (byte-level BPE tokenizers write English at about four bytes a token)."""
+    return len(prompt.encode()) // 2 + 32
+
+
+def prompt_fits(judges: list[RegisteredModel], gateway: Gateway):
+    """fits(prompt) for lib/debate: the prompt leaves every judge room for its reply
+    (LLMCHAIN_DEBATE_MAX_TOKENS) within the context its endpoint advertises, counted by the model's
+    own tokenizer where the endpoint has vLLM's /tokenize (the built-in server does), else by
+    conservative_count. None when no judge advertises a context length (nothing to check against)."""
+    limits = []
+    for model in {m.pk: m for m in judges}.values():
+        endpoint = endpoint_of(model)
+        length = async_to_sync(gateway.context_length)(endpoint)
+        if length is not None:
+            limits.append((endpoint, length - settings.LLMCHAIN_DEBATE_MAX_TOKENS))
+    if not limits:
+        return None
+
+    def fits(prompt: str) -> bool:
+        for endpoint, budget in limits:
+            counted = async_to_sync(gateway.count_tokens)(endpoint, [{"role": "user", "content": prompt}])
+            if (counted[0] if counted else conservative_count(prompt)) > budget:
+                return False
+        return True
+
+    return fits
 
 
 def hold(job: DebateJob, gateway: Gateway | None = None) -> Debate | None:
@@ -314,9 +372,11 @@ def hold(job: DebateJob, gateway: Gateway | None = None) -> Debate | None:
     spec = protocol.Debate(criterion=job.criterion, criterion_description=job.criterion_description,
                            scenario=job.scenario, question=job.question, submission_1=job.submission_1,
                            submission_2=job.submission_2, agents=tuple(by_name))
-    asker = _Asker(job, by_name, gateway or Gateway())
+    gateway = gateway or Gateway()
+    asker = _Asker(job, by_name, gateway)
     try:
-        result = protocol.run_debate(spec, asker, rounds=job.rounds, rng=random.Random(job.seed))
+        result = protocol.run_debate(spec, asker, rounds=job.rounds, rng=random.Random(job.seed),
+                                     fits=prompt_fits(sitting, gateway))
     except protocol.DebateError as exc:
         work.fail(job, exc, updated_at=timezone.now())
         return None
@@ -346,7 +406,10 @@ def record(job: DebateJob, result: protocol.DebateResult) -> Debate:
         DebateTurn.objects.bulk_create([DebateTurn(
             debate=debate, round=t.round, speaker=speakers[t.agent], agent=t.agent, reasoning=t.reply,
             verdict=t.verdict, unparseable=t.unparseable, swapped=t.swapped, peers_shown=list(t.peers_shown),
-            prompt=t.prompt) for t in result.turns])
+            prompt=t.prompt, verdict_mass=t.mass, trimmed_to=t.trimmed_to,
+            verdict_probabilities=None if t.probabilities is None else {str(k): round(p, 4) for k, p in
+                                                                        t.probabilities.items()})
+            for t in result.turns])
         if result.disagreement:
             QueueItem.objects.create(debate=debate, required_verdicts=settings.LLMCHAIN_DEBATE_EXPERTS)
         work.finish(job, S.DONE, debate=debate, updated_at=timezone.now())
@@ -385,7 +448,9 @@ class DebateEvaluator(Evaluator):
         self.criterion, self.description = criterion_of(None)
         # of the last compare: pairs left undecided because a judge failed; the replies in the debates
         # held, and those with no readable verdict
-        self.failed = self.replies = self.unread = 0
+        self.failed = self.replies = self.unread = self.unfit = 0
+        self.measured: dict = {}
+        self.fits = None
 
     @property
     def params(self) -> dict[str, str]:
@@ -396,37 +461,104 @@ class DebateEvaluator(Evaluator):
                 "pairs_failed": str(self.failed)}  # undecided because a judge failed (read after compare)
 
     def pair_details(self) -> dict:
-        found = {"replies": self.replies, "replies_without_verdict": self.unread, "pairs_failed": self.failed}
+        found = {"replies": self.replies, "replies_without_verdict": self.unread, "pairs_failed": self.failed,
+                 "pairs_failed_on_context": self.unfit, **self.measured}
         if self.unread * 2 > self.replies:
             found["warning"] = (f"UNUSABLE judges: {self.unread} of {self.replies} replies gave no readable verdict "
                                 f"(recorded as unreadable, never guessed), so their debates rarely reach consensus.")
         elif self.unread:
             found["warning"] = f"{self.unread} of {self.replies} judge replies gave no readable verdict (not guessed)."
+        if self.unfit:
+            found["warning"] = (found.get("warning", "") + f" {self.unfit} pairs do not fit the judges' context "
+                                "(not debated).").strip()
         return found
 
     def compare(self, items) -> list[str | None]:
+        self.fits = prompt_fits(self.judges, self.gateway)
         with ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
             held = list(pool.map(self._one, items))
-        turns = [t for result in held if result is not None for t in result.turns]
-        self.failed = sum(result is None for result in held)
-        self.replies, self.unread = len(turns), sum(t.verdict is None for t in turns)
-        return [None if result is None else PAIR_VERDICT[result.consensus] for result in held]
+        results = [h["result"] for h in held]
+        turns = [t for result in results if result is not None for t in result.turns]
+        self.failed = sum(h["failed"] for h in held)
+        self.unfit = sum(h["unfit"] for h in held)
+        self.replies = len(turns) + sum(len(h["swaps"]) for h in held)
+        self.unread = sum(t.verdict is None for t in turns) + sum(
+            s["verdicts"][1] is None for h in held for s in h["swaps"])
+        self.measured = self._measure(items, held)
+        return [None if result is None else PAIR_VERDICT[result.consensus] for result in results]
 
-    def _one(self, item) -> protocol.DebateResult | None:
-        """The debate of one pair, or None when a judge failed (logged)."""
+    def _measure(self, items, held) -> dict:
+        """Per judge model: position bias from the swap asks, the swap rule's verdicts against the
+        human labels, and the calibration of its verdict probabilities (round 0 and swap asks)."""
+        gold = {"a": protocol.FIRST, "b": protocol.SECOND, "tie": protocol.NEITHER}
+        out = {}
+        for model in dict.fromkeys(m.name for m in self.judges):
+            asked, swap_verdicts, predictions, masses = [], [], [], []
+            for item, h in zip(items, held):
+                swap = next((s for s in h["swaps"] if s["model"] == model), None)
+                if swap is None:
+                    swap_verdicts.append(None)
+                    continue
+                asked.append(swap["shown"])
+                swap_verdicts.append(PAIR_VERDICT[metaeval.swap_rule(*swap["verdicts"])])
+                for probs, mass in swap["probabilities"]:
+                    predictions.append((probs, gold[item["human"]]))
+                    masses.append(mass)
+                for t in (h["result"].round(0) if h["result"] is not None else ()):
+                    if self._model_of(t.agent) == model and t.probabilities is not None:
+                        predictions.append((t.probabilities, gold[item["human"]]))
+                        masses.append(t.mass)
+            swap_report = metaeval.pairs_report(items, swap_verdicts) if items else {}
+            out[model] = {
+                "position": metaeval.position_bias(asked),
+                "swap_rule": {"accuracy_non_tie": swap_report.get("accuracy_non_tie"),
+                              "agreed_non_tie": swap_report.get("agreed_non_tie"),
+                              "non_tie": swap_report.get("non_tie"), "undecided": swap_report.get("undecided")},
+                "calibration": metaeval.expected_calibration_error(predictions),
+                "mean_verdict_mass": round(sum(masses) / len(masses), 4) if masses else None}
+        return {"per_judge": out}
+
+    def _model_of(self, agent: str) -> str:
+        return dict(zip(agent_names(self.judges), (m.name for m in self.judges)))[agent]
+
+    def _one(self, item) -> dict:
+        """The debate of one pair (None when a judge failed, logged, or the pair does not fit), and each
+        judge model's round-0 verdict asked again in the other order (MT-Bench's swap)."""
         agents = dict(zip(agent_names(self.judges), self.judges))
         seed = int.from_bytes(hashlib.sha256(str(item["id"]).encode()).digest()[:8], "big") >> 2
         spec = protocol.Debate(criterion=self.criterion, criterion_description=self.description,
                                scenario=str(item.get("category") or ""), question=item["question"],
                                submission_1=item["answer_a"], submission_2=item["answer_b"], agents=tuple(agents))
+        held = {"result": None, "failed": False, "unfit": False, "swaps": []}
 
-        def ask(agent: str, prompt: str) -> str:
+        def ask(agent: str, prompt: str):
             return async_to_sync(ask_judge)(self.gateway, agents[agent], prompt,
                                             _sampling_seed(seed, agent, prompt))
 
         try:
-            result = protocol.run_debate(spec, ask, rounds=settings.LLMCHAIN_DEBATE_ROUNDS, rng=random.Random(seed))
+            result = protocol.run_debate(spec, ask, rounds=settings.LLMCHAIN_DEBATE_ROUNDS, rng=random.Random(seed),
+                                         fits=self.fits)
+            swaps = []
+            for agent in dict((agents[a].name, a) for a in reversed(list(agents))).values():
+                first = next(t for t in result.round(0) if t.agent == agent)
+                answer = ask(agent, protocol.initial_prompt(spec, swapped=not first.swapped))
+                reply = answer.text if isinstance(answer, protocol.Reply) else answer
+                other = protocol.parse_verdict(reply).verdict  # as the judge gave it, in the other order
+                shown = (other, first.shown_verdict) if first.swapped else (first.shown_verdict, other)
+                probabilities = []
+                if isinstance(answer, protocol.Reply) and answer.probabilities is not None:
+                    probabilities.append(({protocol.to_canonical(v, not first.swapped): p
+                                           for v, p in answer.probabilities.items()}, answer.mass))
+                swaps.append({"model": agents[agent].name, "shown": shown,
+                              "verdicts": (shown[0], protocol.to_canonical(shown[1], True)),
+                              "probabilities": probabilities})
+        except protocol.DoesNotFit as exc:
+            log.warning("debate evaluator: pair %s: %s", item["id"], exc)
+            held["unfit"] = True
+            return held
         except (GatewayError, TimeoutError) as exc:  # undecided, and said so
             log.warning("debate evaluator: pair %s: a judge failed: %s", item["id"], getattr(exc, "detail", exc))
-            return None
-        return result
+            held["failed"] = True
+            return held
+        held.update(result=result, swaps=swaps)
+        return held

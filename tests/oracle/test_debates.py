@@ -75,6 +75,8 @@ class ScriptedJudges:
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
+        if "response_format" in body:  # these scripted judges write plain text: the gateway's probe learns it
+            return httpx.Response(400, json={"error": {"message": "response_format is not supported"}})
         if self.fail_after is not None and len(self.calls) >= self.fail_after:
             return httpx.Response(self.status, json={"error": {"message": "judge overloaded"}})
         prompt = body["messages"][-1]["content"]
@@ -332,7 +334,12 @@ def test_the_debate_as_an_evaluator_of_human_labelled_pairs(world, tmp_path, cap
     assert (report["n"], report["accuracy_non_tie"], report["agreement_with_ties"]) == (3, 0.5, 0.6667)
     assert report["evaluator_params"]["judges"] == "judge-a,judge-b"
     assert report["evaluator_params"]["pairs_failed"] == "0"
-    assert report["judge"] == {"replies": len(script.calls), "replies_without_verdict": 0, "pairs_failed": 0}
+    judged = report["judge"]
+    assert {k: judged[k] for k in ("replies", "replies_without_verdict", "pairs_failed", "pairs_failed_on_context")} \
+        == {"replies": len(script.calls), "replies_without_verdict": 0, "pairs_failed": 0, "pairs_failed_on_context": 0}
+    # each judge was also asked round 0 in the other order (MT-Bench's swap): these judges follow the answer
+    assert {name: j["position"]["consistency"] for name, j in judged["per_judge"].items()} == {"judge-a": 1.0,
+                                                                                            "judge-b": 1.0}
     assert not Debate.objects.exists() and not DebateJob.objects.exists()  # nothing queued for experts
 
     call_command("metaeval", "pairs", str(path), "--evaluator", "debate", "--limit", "1", "--seed", "4")
@@ -370,14 +377,16 @@ def test_judges_whose_replies_give_no_verdict_are_reported_unusable_by_the_debat
     out = io.StringIO()
     call_command("metaeval", "pairs", str(path), "--evaluator", "debate", stdout=out)
     report = json.loads(out.getvalue().strip().splitlines()[-1])
-    # every debate runs both rounds without consensus: 3 pairs x 2 agents x 2 rounds, half of them unread
-    assert report["judge"] == {"replies": 12, "replies_without_verdict": 6, "pairs_failed": 0,
-                               "warning": "6 of 12 judge replies gave no readable verdict (not guessed)."}
-    assert report["undecided"] == 3 and len(script.calls) == 12
-    assert "6 of 12 judge replies gave no readable verdict" in out.getvalue()
+    # every debate runs both rounds without consensus: 3 pairs x 2 agents x 2 rounds, and each judge's
+    # round 0 asked again in the other order (3 x 2 swap asks): half of them unread
+    judged = {k: v for k, v in report["judge"].items() if k != "per_judge"}
+    assert judged == {"replies": 18, "replies_without_verdict": 9, "pairs_failed": 0, "pairs_failed_on_context": 0,
+                      "warning": "9 of 18 judge replies gave no readable verdict (not guessed)."}
+    assert report["undecided"] == 3 and len(script.calls) == 18
+    assert "9 of 18 judge replies gave no readable verdict" in out.getvalue()
     assert "UNUSABLE" not in out.getvalue()  # half is not most
 
     script.rule = lambda judge, prompt: "Both submissions have merits and weaknesses."
     out = io.StringIO()
     call_command("metaeval", "pairs", str(path), "--evaluator", "debate", "--no-save", stdout=out)
-    assert "UNUSABLE judges: 12 of 12 replies gave no readable verdict" in out.getvalue()
+    assert "UNUSABLE judges: 18 of 18 replies gave no readable verdict" in out.getvalue()

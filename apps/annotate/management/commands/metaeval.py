@@ -181,6 +181,13 @@ class Command(BaseCommand):
                           f"per category and system pair, agreed/compared (tied modes left out).")
         if details.get("warning"):
             self.stdout.write(details["warning"])
+        if "replies_without_verdict" in details:
+            self.stdout.write(f"judge replies: {details['replies']}, without a verdict: "
+                              f"{details['replies_without_verdict']}; pairs failed on context length: "
+                              f"{details.get('pairs_failed_on_context', 0)}; pairs failed otherwise: "
+                              f"{details.get('pairs_failed', 0)}")
+        for name, judged in (details.get("per_judge") or {}).items():
+            self.stdout.write(_judge_line(name, judged))
         self._report("pairs", str(path), {
             "evaluator": evaluator, "evaluator_params": judge.params, "file": str(path),
             "seconds": round(seconds, 2), "pairs_in_file": total,
@@ -250,6 +257,22 @@ class Command(BaseCommand):
             raise CommandError(f"cannot write {out}: {exc.strerror or exc}") from None
         ties = sum(1 for p in pairs if p["human"] == "tie")
         self.stdout.write(f"wrote {len(pairs)} pairs ({ties} human ties on {criterion}) to {out}")
+
+
+def _judge_line(name: str, judged: dict) -> str:
+    """One judge's position bias (MT-Bench's swap) and calibration, in one line."""
+    pos, swap, cal = judged["position"], judged["swap_rule"], judged["calibration"]
+
+    def f(x):
+        return "—" if x is None else f"{x:.3f}"
+
+    return (f"judge {printable(name)}: position consistency {f(pos['consistency'])} ({pos['consistent']}/"
+            f"{pos['both_readable']} pairs asked in both orders), first-position win rate "
+            f"{f(pos['first_position_win_rate'])} ({pos['first_position_wins']}/{pos['decided_verdicts']} decided "
+            f"verdicts); swap rule (a flip is a tie): accuracy {f(swap['accuracy_non_tie'])}; calibration: ECE "
+            f"{f(cal['ece'])} over {cal['n']} verdict distributions (accuracy {f(cal['accuracy'])}, mean confidence "
+            f"{f(cal['mean_confidence'])}); unconstrained probability on the allowed verdicts "
+            f"{f(judged['mean_verdict_mass'])}")
 
 
 def _mass(x) -> str:
