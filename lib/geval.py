@@ -9,6 +9,11 @@ The score is G-Eval's probability-weighted one, ``score = sum_s p(s) * s`` over 
   the 4); failing that, the first position whose top_logprobs hold such a digit.
   p is normalised over the five digits; ``digit_mass`` is the unnormalised sum, the probability
   the judge put on giving a score at all;
+- with structured output (``structured``: the endpoint honours a JSON schema), the form is
+  {"score": 1..5} under constrained decoding, and p is read from the logprobs at the score
+  position the same way, normalised over the five digits; such a judgement is always usable (the
+  constraint guarantees a score), and ``digit_mass`` stays the judge's own diagnostic: the
+  probability it put on the digits there before the constraint;
 - from ``n`` samples when it does not (GPT-4 in the paper, Llama 3 behind GPT4All in seed 004):
   p(s) = occurrences(s) / readable samples, ``digit_mass`` = readable samples / samples.
 
@@ -24,6 +29,7 @@ request the endpoint will never accept).
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -41,7 +47,11 @@ SCALE = (1, 2, 3, 4, 5)
 MIN_DIGIT_MASS = 0.5
 SAMPLES = 20  # seed 004 §4.5: n = 20 scores per item when logprobs are not available
 TOP_LOGPROBS = 20  # the most OpenAI (and the built-in server) return
-FORM_MAX_TOKENS = 12  # enough for "Overall Quality (1-5): 4"
+FORM_MAX_TOKENS = 12  # enough for "Overall Quality (1-5): 4", and for {"score": 4}
+# The form as structured output, where the judge's endpoint honours a JSON schema (issue 23).
+SCORE_FORMAT = {"type": "json_schema", "json_schema": {"name": "score", "strict": True, "schema": {
+    "type": "object", "properties": {"score": {"type": "integer", "enum": [1, 2, 3, 4, 5]}}, "required": ["score"],
+    "additionalProperties": False}}}
 STEPS_MAX_TOKENS = 256
 # The steps prompt asks for at most 4 steps, one per line (seed 004 §4.1). A small judge may ramble
 # on past them; what it adds is not steps, and pasted into every form it would lengthen each prompt
@@ -269,6 +279,7 @@ class GEvalJudge:
             raise ValueError(f"unknown G-Eval method {method!r}")
         self.transport, self.method, self.samples, self.max_n = transport, method, samples, max(1, max_n)
         self.threshold, self.workers, self.seed = threshold, max(1, workers), seed
+        self._structured: bool | None = None
 
     @property
     def params(self) -> dict[str, str]:
@@ -284,8 +295,44 @@ class GEvalJudge:
             raise JudgeError(f"the judge wrote no evaluation steps for {c.name}")
         return steps
 
+    @property
+    def structured(self) -> bool:
+        """Whether the judge's endpoint honours a JSON-schema response_format (the transport says, by
+        its ``structured()``; a transport without one does not)."""
+        if self._structured is None:
+            probe = getattr(self.transport, "structured", None)
+            self._structured = bool(probe()) if probe is not None else False
+        return self._structured
+
+    def _judge_structured(self, messages: list[dict]) -> Judgement | None:
+        """The form filled as {"score": 1..5} under constrained decoding, weighted by the logprobs at
+        the score position, normalised over the five scores: usable whatever the judge's digit mass,
+        which stays recorded as its own diagnostic (the probability it put on a score unconstrained).
+        None when the reply ignored the schema or came without logprobs (the other methods then)."""
+        reply = self.transport.complete(messages, temperature=0, max_tokens=FORM_MAX_TOKENS, logprobs=True,
+                                        top_logprobs=TOP_LOGPROBS, seed=self.seed, response_format=SCORE_FORMAT)
+        choice = _choices(reply)[0]
+        try:
+            form = json.loads(_text(choice))
+        except ValueError:
+            return None
+        if not isinstance(form, dict) or form.get("score") not in SCALE or isinstance(form.get("score"), bool):
+            return None
+        content = ((choice.get("logprobs") or {}).get("content")) or []
+        found = score_from_logprobs(content, threshold=0.0)
+        if found.score is None:
+            return None
+        return Judgement(found.score, found.digit_mass, found.probabilities, "structured")
+
     def judge(self, c: Criterion, steps: str, item: Mapping) -> Judgement:
         messages = [{"role": "user", "content": form_prompt(c, steps, item)}]
+        if self.method != "samples" and self.structured:
+            try:
+                found = self._judge_structured(messages)
+            except RequestRefused:
+                found = None
+            if found is not None:
+                return found
         if self.method != "samples":
             try:
                 reply = self.transport.complete(messages, temperature=0, max_tokens=FORM_MAX_TOKENS, logprobs=True,
@@ -345,4 +392,5 @@ def summary(judgements: Sequence[Judgement], threshold: float = MIN_DIGIT_MASS) 
     return {"scored": sum(j.usable for j in judgements), "unusable": sum(not j.usable for j in judgements),
             "mean_digit_mass": round(sum(masses) / len(masses), 4) if masses else None,
             "min_digit_mass": round(min(masses), 4) if masses else None,
-            "methods": sorted({j.method for j in judgements}), "threshold": threshold}
+            "methods": sorted({j.method for j in judgements}), "threshold": threshold,
+            "structured": sum(j.method == "structured" for j in judgements)}

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from asgiref.sync import async_to_sync
 from django.db import IntegrityError
 
-from apps.chat.gateway import EndpointRefused, Gateway, GatewayError
+from apps.chat.gateway import EndpointRefused, Gateway, GatewayError, structured_support
 from apps.chat.models import RegisteredModel
 from apps.chat.providers import endpoint_of
 from lib import geval
@@ -29,8 +29,16 @@ class GatewayTransport:
     """lib.geval's transport over the gateway, with its timeouts, retries and typed errors."""
 
     def __init__(self, model: RegisteredModel, gateway: Gateway | None = None):
+        self.model = model
         self.endpoint = endpoint_of(model)
         self.gateway = gateway or Gateway()
+
+    def structured(self) -> bool:
+        """Whether the judge honours a JSON-schema response_format (probed once, remembered on the model)."""
+        try:
+            return async_to_sync(structured_support)(self.gateway, self.model, self.endpoint)
+        except GatewayError as exc:
+            raise geval.JudgeError(str(exc)) from exc
 
     def complete(self, messages: list[dict], **params) -> dict:
         try:

@@ -14,6 +14,7 @@ import pytest
 from django.core.management import call_command
 
 from apps.chat.gateway import Gateway
+from apps.chat.models import RegisteredModel
 from apps.chat.registry import ModelFields, register_model
 from apps.oracle import geval as oracle_geval
 from apps.oracle.models import GEvalSteps
@@ -166,9 +167,13 @@ def test_the_built_in_model_judges_topical_chat_like_items_for_real(model_server
                                             api_key=model_server.api_key))
     evaluator = get_evaluator("geval:smollm2-judge")
     found = evaluator.judgements(ITEMS, "overall")
-    assert len(found) == 3 and all(j.method == "logprobs" for j in found)
+    # The built-in server honours the score's JSON schema (probed once, remembered): every answer is
+    # scored, and the digit mass it would have put on a score unconstrained stays reported.
+    assert RegisteredModel.objects.get(name="smollm2-judge").structured_output is True
+    assert len(found) == 3 and all(j.method == "structured" for j in found)
     assert all(0 < j.digit_mass <= 1 + 1e-9 for j in found)
-    assert all(j.score is None or 1 <= j.score <= 5 for j in found)
+    assert all(1 <= j.score <= 5 for j in found)
     details = evaluator.details("overall")
-    assert details["scored"] + details["unusable"] == 3 and details["mean_digit_mass"] > 0
+    assert (details["scored"], details["unusable"], details["structured"]) == (3, 0, 3)
+    assert details["mean_digit_mass"] > 0
     assert GEvalSteps.objects.filter(judge="smollm2-judge", criterion="overall").count() == 1
