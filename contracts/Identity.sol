@@ -15,6 +15,8 @@ contract Identity {
     }
 
     bytes32 public constant REGISTRAR_ROLE = keccak256("REGISTRAR_ROLE");
+    uint8 public constant CODE_USER = 1;
+    uint8 public constant CODE_DEVELOPER = 2;
 
     LLMChainAccess public immutable access;
 
@@ -24,6 +26,7 @@ contract Identity {
     error ZeroAddress();
     error AlreadyRegistered(address account);
     error UnknownRoleCode(uint8 code);
+    error RoleNotRegistrable(uint8 code);
 
     event Registered(address indexed account, uint8 role, string profileCid, uint64 at);
 
@@ -32,19 +35,23 @@ contract Identity {
         access = access_;
     }
 
-    /// @notice Registers `account` with the role of code `role` (1 user, 2 developer, 3 oracle,
-    ///         4 expert, 5 registrar). REGISTRAR_ROLE only; once per account.
+    /// @notice Registers `account` as a user (code 1) or a developer (code 2, who is a user too):
+    ///         USER_ROLE, and DEVELOPER_ROLE for a developer. REGISTRAR_ROLE only; once per account.
+    ///         The operator roles (oracle, registrar) and the expert role are not given here: only
+    ///         the admin grants them, on the Access Control contract.
     function register(address account, uint8 role, string calldata profileCid) external {
         if (!access.hasRole(REGISTRAR_ROLE, msg.sender)) revert Unauthorized(REGISTRAR_ROLE, msg.sender);
         if (account == address(0)) revert ZeroAddress();
         if (role == 0 || role > 5) revert UnknownRoleCode(role);
+        if (role != CODE_USER && role != CODE_DEVELOPER) revert RoleNotRegistrable(role);
         Registration storage reg = _registrations[account];
         if (reg.registered) revert AlreadyRegistered(account);
         uint64 at = uint64(block.timestamp);
         reg.at = at;
         reg.role = role;
         reg.registered = true;
-        access.grantRoleFromIdentity(account, role);
+        access.grantRoleFromIdentity(account, CODE_USER);
+        if (role == CODE_DEVELOPER) access.grantRoleFromIdentity(account, CODE_DEVELOPER);
         emit Registered(account, role, profileCid, at);
     }
 

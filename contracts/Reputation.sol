@@ -28,6 +28,7 @@ contract Reputation {
     bytes32 internal constant DEFAULT_ADMIN_ROLE = 0x00;
     bytes32 internal constant DEVELOPER_ROLE = keccak256("DEVELOPER_ROLE");
     bytes32 internal constant ORACLE_ROLE = keccak256("ORACLE_ROLE");
+    bytes32 internal constant USER_ROLE = keccak256("USER_ROLE");
 
     // ------------------------------------------------------------------------------------
     // Storage
@@ -111,6 +112,7 @@ contract Reputation {
     error UnknownModel(bytes32 modelId);
     error UnknownInteraction(bytes32 interactionId);
     error UserNotRegistered(address user);
+    error NotAUser(address account); // registered, but without USER_ROLE (never had it, or suspended)
     error ScoreOutOfRange();
     error AnswerOutOfRange();
     error NotInteractionUser();
@@ -270,6 +272,7 @@ contract Reputation {
         address user = it.user;
         if (user == address(0)) revert UnknownInteraction(interactionId);
         if (msg.sender != user) revert NotInteractionUser();
+        if (!access.hasRole(USER_ROLE, user)) revert NotAUser(user); // a suspended account rates nothing
         if (it.humanDone) revert AlreadyEvaluated();
         if (
             !_likert(reliability) || !_likert(completeness) || !_likert(utility) || !_likert(familiarity)
@@ -481,6 +484,7 @@ contract Reputation {
         Model storage m = _models[modelId];
         if (m.owner == address(0)) revert UnknownModel(modelId);
         if (!identity.isRegistered(user)) revert UserNotRegistered(user);
+        if (!access.hasRole(USER_ROLE, user)) revert NotAUser(user); // a suspended account is named in nothing new
         if (sA > WAD || wA > WAD) revert ScoreOutOfRange();
 
         it.user = user;
