@@ -17,7 +17,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from lib.debate import FIRST, NEITHER, SECOND
+from lib.debate import FIRST, NEITHER, SECOND, reasoning_of
 
 
 class Verdict(models.IntegerChoices):
@@ -113,6 +113,19 @@ class DebateTurn(models.Model):
 
     def __str__(self) -> str:
         return f"{self.debate_id} round {self.round} speaker {self.speaker}"
+
+    @property
+    def confidence(self) -> int | None:
+        """The judge's probability of the verdict it gave, in percent (None without probabilities)."""
+        if self.verdict is None or not self.verdict_probabilities:
+            return None
+        p = self.verdict_probabilities.get(str(self.verdict))
+        return None if p is None else round(100 * p)
+
+    @property
+    def words(self) -> str:
+        """What the agent said in words: a structured reply's reasoning, else the reply."""
+        return reasoning_of(self.reasoning)
 
 
 class QueueItem(models.Model):

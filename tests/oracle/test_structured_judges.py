@@ -8,6 +8,8 @@ import json
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.test import Client
+from django.urls import reverse
 
 from apps.chat.gateway import Gateway, chat_structured, structured_support
 from apps.chat.models import RegisteredModel
@@ -52,6 +54,8 @@ def test_an_endpoint_that_ignores_response_format_is_probed_once_and_read_by_the
         model.refresh_from_db()
         assert async_to_sync(structured_support)(gateway, model, endpoint_of(model)) is False
         assert schema_requests(fake) == 1  # probed once, not at every question
+        page = Client().get(reverse("model", args=[model.pk])).content.decode()
+        assert "does not honour a JSON-schema <code>response_format</code>" in page
 
         # A judge believed to honour the schema whose reply ignores it: the strict parser reads the reply,
         # and no probability is made up.
@@ -88,6 +92,7 @@ def test_the_built_in_model_always_gives_a_structured_verdict_with_its_probabili
         reply = async_to_sync(debates.ask_judge)(gateway, model, protocol.initial_prompt(CASE, swapped=swapped),
                                                  7 + swapped)
         assert RegisteredModel.objects.get(pk=model.pk).structured_output is True
+        assert "its verdicts are constrained" in Client().get(reverse("model", args=[model.pk])).content.decode()
         found = json.loads(reply.text)
         assert list(found) == ["reasoning", "verdict"] and found["verdict"] in (1, 2, 0)
         assert protocol.parse_verdict(reply.text).verdict == found["verdict"]
