@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # the Swagger UI's assets, served from static (no CDN)
     "channels",
+    "axes",  # lockout after repeated failed logins (page, admin, API token)
     "apps.chain",
     "apps.chat",
     "apps.oracle",
@@ -59,6 +60,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",  # request.htmx
+    "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into the lockout page
 ]
 
 ROOT_URLCONF = "llmchain_site.urls"
@@ -165,16 +167,55 @@ STATICFILES_DIRS = [
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "chat"
+
+# --- Limits on abuse (apps/chat/limits.py) -------------------------------------------------------
+LLMCHAIN_BEHIND_PROXY = env_bool("LLMCHAIN_BEHIND_PROXY", False)
+# Logins: LLMCHAIN_LOGIN_FAILURES failed tries of one user name from one address lock that pair out
+# for LLMCHAIN_LOCKOUT_MINUTES (django-axes, kept in the database: every process sees it), on the
+# login page, the admin's and POST /api/token alike. Service accounts never log in.
+AUTHENTICATION_BACKENDS = ["apps.chat.limits.LockoutBackend", "apps.chat.limits.AccountBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("LLMCHAIN_LOGIN_FAILURES", "5"))
+AXES_COOLOFF_TIME = float(os.environ.get("LLMCHAIN_LOCKOUT_MINUTES", "15")) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_CLIENT_IP_CALLABLE = "apps.chat.limits.client_ip"
+AXES_VERBOSE = False
+# Rates (DRF's throttles, counted in the shared cache) of what costs the site: prompts (each asks
+# the model and k references, a BERTScore run and an autoEval), ratings, new conversations, sign-ups
+# and token requests per address. The socket's prompts count against the same "prompts" rate.
+LLMCHAIN_RATES = {
+    "prompts": os.environ.get("LLMCHAIN_RATE_PROMPTS", "30/min"),
+    "ratings": os.environ.get("LLMCHAIN_RATE_RATINGS", "60/min"),
+    "conversations": os.environ.get("LLMCHAIN_RATE_CONVERSATIONS", "60/min"),
+    "signups": os.environ.get("LLMCHAIN_RATE_SIGNUPS", "10/hour"),
+    "tokens": os.environ.get("LLMCHAIN_RATE_TOKENS", "30/min"),
+    "models": os.environ.get("LLMCHAIN_RATE_MODELS", "20/hour"),
+}
+# API tokens expire this many days after they were issued (POST /api/token gives a new one).
+LLMCHAIN_TOKEN_DAYS = float(os.environ.get("LLMCHAIN_TOKEN_DAYS", "30"))
+# Who may sign up: "open" (anyone), "invite" (with an invitation an admin created), "closed".
+LLMCHAIN_SIGNUP = os.environ.get("LLMCHAIN_SIGNUP", "open")
 LOGOUT_REDIRECT_URL = "board"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 
 REST_FRAMEWORK = {
     # Token first: a missing or bad credential gets 401 with `WWW-Authenticate: Token`.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "apps.chat.limits.ExpiringTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    # A view with a `throttle_scope` is limited at LLMCHAIN_RATES[scope], per user (per address when
+    # anonymous); views without one (the cached public reads) are not.
+    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.ScopedRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": LLMCHAIN_RATES,
+    # Behind the proxy, the client's address is the last one it adds to X-Forwarded-For.
+    "NUM_PROXIES": 1 if LLMCHAIN_BEHIND_PROXY else None,
+    # Every list in pages (apps/chat/pagination.py): the body stays a list; Link and X-Total-Count say the rest.
+    "DEFAULT_PAGINATION_CLASS": "apps.chat.pagination.LinkHeaderPagination",
+    "PAGE_SIZE": int(os.environ.get("LLMCHAIN_API_PAGE_SIZE", "100")),
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 SPECTACULAR_SETTINGS = {
@@ -319,5 +360,5 @@ if LLMCHAIN_PROFILE == "production":
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
     X_FRAME_OPTIONS = "DENY"
     # Behind a TLS-terminating proxy that sets X-Forwarded-Proto (and strips it from clients' requests).
-    if env_bool("LLMCHAIN_BEHIND_PROXY", False):
+    if LLMCHAIN_BEHIND_PROXY:
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

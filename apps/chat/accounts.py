@@ -6,17 +6,32 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 
 from apps.chain import outbox
 from apps.chain.keys import admin_address, new_key
 from apps.chain.models import OutboxItem
 
-from .models import Profile
+from .models import Invitation, Profile
 
 User = get_user_model()
 
 
-def check_sign_up(username: str, password: str | None, *, check_password: bool = True) -> None:
+# Names of the site's own service accounts, and prefixes kept for them: nobody signs up as one
+# (someone who took "mt-bench-replayer" before the operator would own every replay conversation).
+RESERVED_NAMES = frozenset({"mt-bench-replayer", "mt-bench-replay", "llmchain-builtin", "admin", "administrator",
+                            "root", "system", "oracle", "registrar", "operator", "llmchain"})
+RESERVED_PREFIXES = ("llmchain-", "mt-bench-", "service-")
+# One answer for a taken name and a reserved one: the form does not tell who has an account.
+UNAVAILABLE = "This user name is not available: choose another."
+
+
+def is_reserved(username: str) -> bool:
+    name = username.strip().casefold()
+    return name in RESERVED_NAMES or name.startswith(RESERVED_PREFIXES)
+
+
+def check_sign_up(username: str, password: str | None, *, check_password: bool = True, service: bool = False) -> None:
     """Raise ValidationError (with field names) when the sign-up cannot go ahead."""
     errors = {}
     username = (username or "").strip()
@@ -24,8 +39,8 @@ def check_sign_up(username: str, password: str | None, *, check_password: bool =
         errors["username"] = ["Choose a user name."]
     elif len(username) > 150 or not all(c.isalnum() or c in "@.+-_" for c in username):
         errors["username"] = ["Use at most 150 letters, digits and @ . + - _ only."]
-    elif User.objects.filter(username__iexact=username).exists():
-        errors["username"] = ["That user name is taken."]
+    elif (is_reserved(username) and not service) or User.objects.filter(username__iexact=username).exists():
+        errors["username"] = [UNAVAILABLE]
     if check_password:
         try:
             validate_password(password or "", User(username=username))
@@ -35,16 +50,25 @@ def check_sign_up(username: str, password: str | None, *, check_password: bool =
         raise ValidationError(errors)
 
 
-def sign_up(username: str, password: str | None, *, role: str = "user", check_password: bool = True) -> User:
+def sign_up(username: str, password: str | None, *, role: str = "user", check_password: bool = True,
+            service: bool = False, invitation: str | None = None) -> User:
     """Create the account with a fresh key, and queue its Identity registration by the registrar.
 
-    `password=None` (service accounts only) makes an account nobody can log in to.
+    `service=True` (the site's own accounts, `password=None`) makes an account nobody can log in to,
+    under a reserved name. `invitation`: the code an admin gave, used up by this sign-up.
     """
-    check_sign_up(username, password, check_password=check_password)
+    check_sign_up(username, password, check_password=check_password, service=service)
     with transaction.atomic():
+        invite = None
+        if invitation is not None:
+            invite = Invitation.objects.select_for_update().filter(code=invitation.strip(), used_by=None).first()
+            if invite is None or (invite.expires_at is not None and invite.expires_at <= timezone.now()):
+                raise ValidationError({"invitation": ["This invitation code is not valid (or was used already)."]})
         user = User.objects.create_user(username=username.strip(), password=password)
+        if invite is not None:
+            Invitation.objects.filter(pk=invite.pk).update(used_by=user, used_at=timezone.now())
         key = new_key(label=f"account:{user.username}")
-        Profile.objects.create(user=user, address=key.address, is_developer=role == "developer")
+        Profile.objects.create(user=user, address=key.address, is_developer=role == "developer", is_service=service)
         outbox.enqueue("register", admin_address(), {"account": key.address, "role": role})
     return user
 
@@ -53,7 +77,7 @@ def service_account(username: str, role: str = "user") -> User:
     """The site's own account named `username` (the built-in model's owner, the replay's user...),
     created on first use with a chain identity and no usable password."""
     return User.objects.filter(username=username).first() or sign_up(username, None, role=role,
-                                                                     check_password=False)
+                                                                     check_password=False, service=True)
 
 
 def profile_of(user) -> Profile | None:
@@ -67,3 +91,14 @@ def registration_of(address: str) -> OutboxItem | None:
     account must wait for it (the contract refuses unregistered senders)."""
     return OutboxItem.objects.filter(key=f"register:{address}").exclude(
         status=OutboxItem.Status.CONFIRMED).first()
+
+
+def person_of(user_id: int) -> int:
+    """The account an admin linked this one to as the same person, else itself."""
+    return Profile.objects.filter(user_id=user_id).values_list("same_person_as_id", flat=True).first() or user_id
+
+
+def same_person(a: int, b: int) -> bool:
+    """Whether accounts `a` and `b` are one person: the same account, or linked by an admin."""
+    pa, pb = person_of(a), person_of(b)
+    return a == b or pa == pb or pa == b or pb == a

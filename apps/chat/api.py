@@ -10,18 +10,23 @@ from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError
 from django.db.models import Exists, OuterRef, Prefetch
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 from drf_spectacular.extensions import OpenApiViewExtension
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, status
 from rest_framework.exceptions import PermissionDenied
-from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.permissions import SAFE_METHODS, AllowAny, IsAuthenticated
 from rest_framework.response import Response
+from rest_framework.authtoken.models import Token
+from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.views import APIView
 
 from apps.chain.models import Context, LedgerModel
 
 from . import conversations, ratings, registry
 from .gateway import Gateway
+from .limits import token_expiry
+from .pagination import paginate
 from .health import models_for, running_models
 from .models import Conversation, Interaction, Rating, RegisteredModel
 from .serializers import (ContextSerializer, RenameSerializer, ConversationDetailSerializer, ConversationSerializer,
@@ -62,7 +67,17 @@ class ContextList(generics.ListAPIView):
     queryset = Context.objects.exclude(context_id=GLOBAL_CONTEXT_ID).order_by("name")
 
 
-class ModelList(APIView):
+class WritesLimited:
+    """Only a view's writes count against its `throttle_scope` (settings.LLMCHAIN_RATES): reading a
+    list is free, starting what costs the site is not."""
+
+    def get_throttles(self):
+        return [] if self.request.method in SAFE_METHODS else super().get_throttles()
+
+
+class ModelList(WritesLimited, APIView):
+    throttle_scope = "models"
+
     @extend_schema(
         summary="List registered models",
         parameters=[
@@ -84,7 +99,7 @@ class ModelList(APIView):
         else:
             ids = None
         models = _models() if ids is None else _models().filter(pk__in=ids)
-        return Response(ModelSerializer(models, many=True).data)
+        return paginate(self, request, models, ModelSerializer)
 
     @extend_schema(
         summary="Register a model (developers only)",
@@ -127,15 +142,16 @@ class ModelDetail(APIView):
 
 # --- Conversations --------------------------------------------------------------------------
 
-class ConversationList(APIView):
+class ConversationList(WritesLimited, APIView):
     permission_classes = [IsAuthenticated]
+    throttle_scope = "conversations"
 
     @extend_schema(summary="Your conversations, latest first", responses={200: ConversationSerializer(many=True)},
                    parameters=[OpenApiParameter("q", str, description="only those whose name, model, context or "
                                                                       "any message holds this text")])
     def get(self, request):
         mine = conversations.search_conversations(request.user, request.query_params.get("q", ""))
-        return Response(ConversationSerializer(mine, many=True).data)
+        return paginate(self, request, mine, ConversationSerializer)
 
     @extend_schema(summary="Start a conversation with a running model in a context",
                    request=NewConversationSerializer,
@@ -192,6 +208,7 @@ class ConversationMessages(APIView):
     """Ask the conversation's model and wait for the whole answer (the chat socket streams it)."""
 
     permission_classes = [IsAuthenticated]
+    throttle_scope = "prompts"
 
     @extend_schema(summary="Send a message and get the model's whole answer",
                    request=PromptSerializer,
@@ -235,10 +252,11 @@ class InteractionDetail(generics.RetrieveAPIView):
         return _interactions().filter(conversation__user=self.request.user)
 
 
-class InteractionRating(APIView):
+class InteractionRating(WritesLimited, APIView):
     """The questionnaire of one of your interactions: GET its rating and progress, POST it once."""
 
     permission_classes = [IsAuthenticated]
+    throttle_scope = "ratings"
 
     def _interaction(self, request, pk: int) -> Interaction:
         return get_object_or_404(_interactions().select_related("conversation__user__profile"),
@@ -270,3 +288,22 @@ class EvidenceApiSchema(OpenApiViewExtension):
         return extend_schema(
             summary="A blob by CID, verified against its CID",
             responses={200: EvidenceSerializer, 400: ERROR, 404: ERROR, 502: ERROR, 503: ERROR})(self.target)
+
+
+# --- Tokens ----------------------------------------------------------------------------------
+
+class TokenView(ObtainAuthToken):
+    """POST /api/token: a token for a user name and password (limited per address, and locked out
+    after repeated failures); an expired one is replaced."""
+
+    throttle_scope = "tokens"
+
+    def post(self, request, *args, **kwargs):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        user = serializer.validated_data["user"]
+        token, _ = Token.objects.get_or_create(user=user)
+        if timezone.now() >= token_expiry(token):
+            token.delete()
+            token = Token.objects.create(user=user)
+        return Response({"token": token.key, "expires": token_expiry(token).isoformat()})

@@ -1,12 +1,11 @@
 """The JSON API under /api/ (llmchain_site/urls.py includes it); the schema is at /api/schema."""
 
 from django.urls import path
-from rest_framework.authtoken.views import obtain_auth_token
 
 from . import api
 
 urlpatterns = [
-    path("token", obtain_auth_token, name="api-token"),
+    path("token", api.TokenView.as_view(), name="api-token"),
     path("contexts", api.ContextList.as_view(), name="api-contexts"),
     path("models", api.ModelList.as_view(), name="api-models"),
     path("models/<int:pk>", api.ModelDetail.as_view(), name="api-model"),

@@ -20,7 +20,7 @@ from django.core.exceptions import ValidationError
 from django.template.loader import get_template, render_to_string
 
 
-from . import conversations
+from . import conversations, limits
 from .models import Conversation, Interaction
 from .replay import replay_questions
 
@@ -138,6 +138,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 self.answering.cancel()
             return
         user, prompt = self.scope["user"], data.get("prompt", "")
+        wait = await sync_to_async(limits.take)("prompts", user.pk)  # the API's "prompts" rate, shared
+        if wait is not None:
+            await self.send(render_to_string("chat/_error.html", {"message": (
+                f"You have sent many messages in a short time: wait {limits.wait_words(wait)}, then send again. "
+                "Nothing was sent.")}))
+            return
         try:
             # The model's context is checked before anything is saved or sent (a clear count, no cut).
             if action in ("regenerate", "edit"):

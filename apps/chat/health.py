@@ -51,7 +51,7 @@ def models_for(context, qs=None):
 
 
 def running_models(context=None):
-    qs = RegisteredModel.objects.filter(enabled=True, healthy=True)
+    qs = RegisteredModel.objects.filter(enabled=True, healthy=True, suspended_at__isnull=True)
     return models_for(context, qs) if context is not None else qs
 
 

@@ -14,6 +14,15 @@ class Profile(models.Model):
     address = models.CharField(max_length=42, unique=True)
     is_developer = models.BooleanField(default=False)
     is_expert = models.BooleanField(default=False)
+    # The site's own accounts (the built-in model's owner, the replay's user...): never log in.
+    is_service = models.BooleanField(default=False)
+    # An admin's links between accounts of one person: ratings of a model owned by any of them
+    # are refused (a person does not rate their own model).
+    same_person_as = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                       related_name="linked_profiles",
+                                       help_text="Another account of the same person (set by an admin).")
+    suspended_at = models.DateTimeField(null=True, blank=True)
+    suspension_reason = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     def __str__(self) -> str:
@@ -48,6 +57,9 @@ class RegisteredModel(models.Model):
     metadata_cid = models.CharField(max_length=100)
     metadata_revision = models.PositiveIntegerField(default=0)  # edits published so far
     enabled = models.BooleanField(default=True)  # the owner's switch
+    # The operator's switch, above the owner's: a suspended model is offline whatever its owner does.
+    suspended_at = models.DateTimeField(null=True, blank=True)
+    suspension_reason = models.CharField(max_length=300, blank=True)
     healthy = models.BooleanField(default=True)  # the last health checks' verdict
     health_failures = models.PositiveIntegerField(default=0)
     health_checked_at = models.DateTimeField(null=True, blank=True)
@@ -63,7 +75,7 @@ class RegisteredModel(models.Model):
 
     @property
     def running(self) -> bool:
-        return self.enabled and self.healthy
+        return self.enabled and self.healthy and self.suspended_at is None
 
 
 class ReplayAnswer(models.Model):
@@ -179,3 +191,26 @@ QUESTIONNAIRE = {
     "trust": ("How much do you trust this model in general?", "1 = not at all", "5 = completely"),
     "uncertainty": ("How unsure are you of your own rating?", "1 = very sure", "5 = very unsure"),
 }
+
+
+class Invitation(models.Model):
+    """A sign-up an admin allows when LLMCHAIN_SIGNUP is "invite": its code, used once."""
+
+    code = models.CharField(max_length=64, unique=True, editable=False)
+    note = models.CharField(max_length=200, blank=True, help_text="Who it is for (shown to admins only).")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="invitations_made")
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    used_by = models.OneToOneField(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="invitation")
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"invitation {self.code[:6]}… ({self.note or 'no note'})"
+
+    def save(self, *args, **kwargs):
+        if not self.code:
+            import secrets
+            self.code = secrets.token_urlsafe(18)
+        super().save(*args, **kwargs)

@@ -16,11 +16,14 @@ from apps.chain.models import Interaction as LedgerInteraction
 from apps.chain.models import OutboxItem, ReputationChange
 from lib.reputation import GLOBAL_CONTEXT_ID, decay_factor, likert_ok, minutes_since
 
+from .accounts import same_person
 from .models import QUESTIONNAIRE, Interaction, Rating
 
 log = logging.getLogger(__name__)
 
 
+OWN_MODEL = ("You own this model (or an account linked to yours does): ratings of one's own models are not "
+             "taken, so this one was not saved. Your chats with it are still evaluated automatically.")
 # Said when a second tab (or window, or device) sends a rating for an answer rated meanwhile.
 ALREADY_RATED = ("This answer was already rated, perhaps in another tab or window: a rating is final, so the "
                  "one you just sent was not saved. The rating that counts is shown here.")
@@ -30,6 +33,8 @@ def check_rating(user, interaction: Interaction, answers: dict) -> dict[str, int
     """Authorise and validate; PermissionError or ValidationError, nothing changes."""
     if not getattr(user, "is_authenticated", False) or interaction.conversation.user_id != user.id:
         raise PermissionError("Only the person who had this conversation can rate its answers.")
+    if same_person(user.id, interaction.conversation.model.owner_id):
+        raise ValidationError({"form": [OWN_MODEL]})
     if interaction.status != Interaction.Status.DONE:
         raise ValidationError({"form": ["Only a finished answer can be rated."]})
     if Rating.objects.filter(interaction=interaction).exists():

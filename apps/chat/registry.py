@@ -205,4 +205,7 @@ def update_model(user, model: RegisteredModel, fields: ModelFields) -> Registere
 def set_enabled(user, model: RegisteredModel, enabled: bool) -> None:
     if model.owner_id != user.id:
         raise PermissionError("Only the model's owner can take it offline or bring it back.")
+    if enabled and RegisteredModel.objects.filter(pk=model.pk).exclude(suspended_at=None).exists():
+        raise PermissionError("The site's operator has suspended this model; only they can bring it back. "
+                              "It stays offline.")
     RegisteredModel.objects.filter(pk=model.pk).update(enabled=enabled, updated_at=timezone.now())

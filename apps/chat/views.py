@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
@@ -14,7 +15,7 @@ from apps.chain.models import Context, LedgerModel, OutboxItem
 from apps.chain.models import Interaction as LedgerInteraction
 from lib.reputation import GLOBAL_CONTEXT_ID
 
-from . import accounts, conversations, ratings, registry
+from . import accounts, conversations, limits, ratings, registry
 from .health import chat_choices
 from .models import QUESTIONNAIRE, Conversation, Interaction, RegisteredModel
 from .replay import replay_questions
@@ -27,17 +28,31 @@ def _contexts():
 
 
 def signup(request):
-    errors = {}
+    """Sign-up as LLMCHAIN_SIGNUP allows: open, by invitation, or closed; LLMCHAIN_RATES["signups"] per address."""
+    mode = settings.LLMCHAIN_SIGNUP
+    errors, status = {}, 200
+    if mode == "closed":
+        return render(request, "registration/signup.html", {"mode": mode}, status=403)
     if request.method == "POST":
+        wait = limits.take("signups", limits.client_ip(request))
+        if wait is not None:
+            errors = {"form": [f"Too many sign-ups from your address: try again in {limits.wait_words(wait)}."]}
+            response = render(request, "registration/signup.html", {"errors": errors, "mode": mode,
+                                                                     "username": request.POST.get("username", "")},
+                              status=429)
+            response["Retry-After"] = str(max(1, round(wait)))
+            return response
         try:
-            user = accounts.sign_up(request.POST.get("username", ""), request.POST.get("password", ""))
+            user = accounts.sign_up(request.POST.get("username", ""), request.POST.get("password", ""),
+                                    invitation=request.POST.get("invitation", "") if mode == "invite" else None)
         except ValidationError as exc:
-            errors = exc.message_dict
+            errors, status = exc.message_dict, 400
         else:
-            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            login(request, user, backend="apps.chat.limits.AccountBackend")
             return redirect("chat")
-    return render(request, "registration/signup.html", {"errors": errors, "username": request.POST.get("username", "")},
-                  status=400 if errors else 200)
+    return render(request, "registration/signup.html", {
+        "errors": errors, "username": request.POST.get("username", ""), "mode": mode,
+        "invitation": request.POST.get("invitation", request.GET.get("invitation", ""))}, status=status)
 
 
 @login_required

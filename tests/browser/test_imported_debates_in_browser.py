@@ -152,7 +152,7 @@ def answer_the_queue(page, plan, shot=None) -> None:
         assert [words(shown.nth(i).text_content()) for i in (0, 1)] == [as_rendered(debate.submission_1),
                                                                          as_rendered(debate.submission_2)]
         turns = list(debate.turns.all())
-        rounds = page.locator("section.round")
+        rounds = page.locator("details.round")
         expect(rounds).to_have_count(debate.rounds)
         reasoning = page.locator(".reasoning")
         expect(reasoning).to_have_count(len(turns))

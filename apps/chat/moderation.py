@@ -1,0 +1,74 @@
+"""An operator's hold on accounts and models (issue 20): suspending an account stops it at once on
+the site (no login, no token, no socket, its unsent ratings not sent) and queues the revocation of
+its USER_ROLE on-chain, so the contract refuses anything new naming it; suspending a model takes it
+offline whatever its owner does. Both are lifted the same way."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
+
+from apps.chain import outbox
+from apps.chain.keys import admin_address
+from apps.chain.models import OutboxItem
+
+from . import roles
+from .accounts import registration_of
+from .models import Profile, Rating, RegisteredModel
+
+User = get_user_model()
+SUSPENDED = "the account was suspended by the site's operator"
+
+
+def _user_role_call(profile: Profile, function: str) -> OutboxItem:
+    """grantRole/revokeRole of USER_ROLE, keyed as roles.py keys role changes (the n-th change), after
+    the account's registration and its previous change of that role."""
+    earlier = roles.role_calls("user", profile.address)
+    return outbox.enqueue(function, admin_address(), {"role": "user", "account": profile.address},
+                          key=roles.role_call_key(function, "user", profile.address, earlier.count()),
+                          depends_on=earlier.last() or registration_of(profile.address))
+
+
+def suspend_account(user, reason: str = "") -> bool:
+    """False when it was suspended already (nothing changes)."""
+    with transaction.atomic():
+        profile = Profile.objects.select_for_update().get(user=user)
+        if profile.suspended_at is not None:
+            return False
+        Profile.objects.filter(pk=profile.pk).update(suspended_at=timezone.now(), suspension_reason=reason[:300])
+        User.objects.filter(pk=user.pk).update(is_active=False)
+        Token.objects.filter(user=user).delete()
+        # Ratings not sent yet are not sent: their calls still waiting to be signed fail here.
+        waiting = Rating.objects.filter(user=user, status__in=[Rating.Status.WAITING, Rating.Status.QUEUED])
+        item_ids = [i for r in waiting for i in (r.hum_item_id, r.update_item_id) if i]
+        OutboxItem.objects.filter(pk__in=item_ids, status=OutboxItem.Status.PENDING).update(
+            status=OutboxItem.Status.FAILED, last_error=SUSPENDED)
+        waiting.filter(Q(hum_item=None) | Q(hum_item__status=OutboxItem.Status.FAILED)).update(
+            status=Rating.Status.FAILED, error=SUSPENDED)
+        _user_role_call(profile, "revokeRole")
+    return True
+
+
+def reinstate_account(user) -> bool:
+    with transaction.atomic():
+        profile = Profile.objects.select_for_update().get(user=user)
+        if profile.suspended_at is None:
+            return False
+        Profile.objects.filter(pk=profile.pk).update(suspended_at=None, suspension_reason="")
+        User.objects.filter(pk=user.pk).update(is_active=True)
+        _user_role_call(profile, "grantRole")
+    return True
+
+
+def suspend_model(model: RegisteredModel, reason: str = "") -> bool:
+    updated = RegisteredModel.objects.filter(pk=model.pk, suspended_at=None).update(
+        suspended_at=timezone.now(), suspension_reason=reason[:300])
+    return bool(updated)
+
+
+def lift_model_suspension(model: RegisteredModel) -> bool:
+    return bool(RegisteredModel.objects.filter(pk=model.pk).exclude(suspended_at=None).update(
+        suspended_at=None, suspension_reason=""))
