@@ -192,6 +192,9 @@ LLMCHAIN_RATES = {
     "signups": os.environ.get("LLMCHAIN_RATE_SIGNUPS", "10/hour"),
     "tokens": os.environ.get("LLMCHAIN_RATE_TOKENS", "30/min"),
     "models": os.environ.get("LLMCHAIN_RATE_MODELS", "20/hour"),
+    # how often one anonymous address may make /verify/ or /annotate/report/ recompute (it is shown
+    # the last copy otherwise): every visitor of the same chain block and data shares one copy
+    "rebuilds": os.environ.get("LLMCHAIN_RATE_REBUILDS", "6/min"),
 }
 # API tokens expire this many days after they were issued (POST /api/token gives a new one).
 LLMCHAIN_TOKEN_DAYS = float(os.environ.get("LLMCHAIN_TOKEN_DAYS", "30"))

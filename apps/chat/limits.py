@@ -96,3 +96,43 @@ def take(scope: str, ident) -> float | None:
 def wait_words(seconds: float) -> str:
     seconds = max(1, round(seconds))
     return f"{seconds} second{'s' if seconds != 1 else ''}" if seconds < 120 else f"{round(seconds / 60)} minutes"
+
+
+# --- Public pages that recompute: shared copies, and a limit on who makes them recompute ------------
+
+class RebuildLimited(Exception):
+    """An anonymous visitor asked for a rebuild too soon, and no earlier copy could be shown."""
+
+    def __init__(self, wait: float):
+        super().__init__(f"try again in {wait_words(wait)}")
+        self.wait = wait
+
+
+def rebuild_allowance(request):
+    """A callable that counts one rebuild for this visitor: None when allowed, else the seconds to
+    wait. Anonymous visitors count per address against LLMCHAIN_RATES["rebuilds"]; signed-in ones
+    are not limited here."""
+    if getattr(request.user, "is_authenticated", False):
+        return lambda: None
+    ident = f"anon:{client_ip(request)}"
+    return lambda: take("rebuilds", ident)
+
+
+def cached_build(key: str, version: str, build, allow, timeout: float = 3600):
+    """`build()` shared by every process (the cache) while `version` is the same; (value, stale).
+
+    A new version is built only when `allow()` permits it (None): otherwise the previous copy is
+    served, marked stale, or RebuildLimited is raised when there is none."""
+    from django.core.cache import cache
+
+    entry = cache.get(key)
+    if entry is not None and entry[0] == version:
+        return entry[1], False
+    wait = allow()
+    if wait is not None:
+        if entry is not None:
+            return entry[1], True
+        raise RebuildLimited(wait)
+    value = build()
+    cache.set(key, (version, value), timeout)
+    return value, False

@@ -9,34 +9,54 @@ from django.shortcuts import render
 
 from apps.chain.client import ChainError
 from apps.chain.ledger import default_ledger
+from apps.chat.limits import RebuildLimited, cached_build, rebuild_allowance
 from lib.reputation import GLOBAL_CONTEXT_ID
 
-from .. import boards
+from .. import boards, entries
 from ..verify import COLUMNS, SiteBoards, VerifyError, cached_chain_boards, check_board
 
 log = logging.getLogger(__name__)
 
 
+def _check(ledger, context_id: str) -> dict:
+    """The chain's rebuild (shared between visitors of the same block) and the served board of
+    `context_id` compared with it, taken together."""
+    chain = cached_chain_boards(ledger)
+    served = SiteBoards().board(context_id)
+    if served.context_name is None and context_id not in chain.contexts:
+        return {"unknown": True}
+    contexts = [(c, name) for c, name in chain.contexts.items() if c != GLOBAL_CONTEXT_ID]
+    return {"report": check_board(context_id, served, chain), "chain": chain,
+            "contexts": sorted(contexts, key=lambda c: c[1].casefold())}
+
+
 def verify(request):
-    """Rebuild the boards from this site's node (shared between visitors of the same block) and
-    show the served board of `?context=` cell by cell against it; 503 when the node cannot be read."""
+    """The check of `?context=`, kept per chain block and board version: visitors of the same block
+    and board share one; an anonymous address may start a new one only LLMCHAIN_RATES["rebuilds"]
+    often (it is shown the previous one meanwhile, with the block it was made at); 503 when the node
+    cannot be read, 429 with Retry-After when there is no earlier check to show."""
     try:
         context_id = boards.parse_context_id(request.GET.get("context"))
     except boards.BoardError as exc:
         return HttpResponseBadRequest(str(exc))
     try:
         ledger = default_ledger()
-        chain = cached_chain_boards(ledger)
+        head = ledger.client.block_number()
+        d = ledger.deployment
+        checked, stale = cached_build(
+            f"verify:page:{d.chainId}:{d.reputation.lower()}:{context_id}",
+            f"{head}:{entries.version(context_id)}", lambda: _check(ledger, context_id),
+            rebuild_allowance(request), timeout=600)
+    except RebuildLimited as exc:
+        response = render(request, "leaderboard/verify.html", {"limited": str(exc)}, status=429)
+        response["Retry-After"] = str(max(1, round(exc.wait)))
+        return response
     except (ChainError, VerifyError, FileNotFoundError) as exc:
         log.warning("verify: the chain cannot be read: %s", exc)  # the node's address stays in the log
         return render(request, "leaderboard/verify.html", {"error": True}, status=503)
-    served = SiteBoards().board(context_id)
-    if served.context_name is None and context_id not in chain.contexts:
+    if checked.get("unknown"):
         raise Http404(f"No context with id {context_id}, neither on the chain nor on this site.")
-    report = check_board(context_id, served, chain)
-    contexts = [(c, name) for c, name in chain.contexts.items() if c != GLOBAL_CONTEXT_ID]
     return render(request, "leaderboard/verify.html", {
-        "report": report, "chain": chain, "columns": COLUMNS, "rpc_url": ledger.client.url,
+        **checked, "stale": stale, "current_head": head, "columns": COLUMNS,
         "deployment": ledger.deployment, "global_id": GLOBAL_CONTEXT_ID,
-        "contexts": sorted(contexts, key=lambda c: c[1].casefold()),
         "site_url": request.build_absolute_uri("/").rstrip("/")})
