@@ -214,8 +214,9 @@ REST_FRAMEWORK = {
     # anonymous); views without one (the cached public reads) are not.
     "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.ScopedRateThrottle"],
     "DEFAULT_THROTTLE_RATES": LLMCHAIN_RATES,
-    # Behind the proxy, the client's address is the last one it adds to X-Forwarded-For.
-    "NUM_PROXIES": 1 if LLMCHAIN_BEHIND_PROXY else None,
+    # The client's address: REMOTE_ADDR, or behind the proxy the last one it adds to X-Forwarded-For.
+    # Never None: then DRF would take a client's own X-Forwarded-For as its address.
+    "NUM_PROXIES": 1 if LLMCHAIN_BEHIND_PROXY else 0,
     # Every list in pages (apps/chat/pagination.py): the body stays a list; Link and X-Total-Count say the rest.
     "DEFAULT_PAGINATION_CLASS": "apps.chat.pagination.LinkHeaderPagination",
     "PAGE_SIZE": int(os.environ.get("LLMCHAIN_API_PAGE_SIZE", "100")),

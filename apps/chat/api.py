@@ -7,6 +7,7 @@ PermissionError becomes 403 and its ValidationError 400 with its field errors.
 from __future__ import annotations
 
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db.models import Exists, OuterRef, Prefetch
 from django.shortcuts import get_object_or_404
@@ -17,6 +18,7 @@ from rest_framework import generics, status
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import SAFE_METHODS, AllowAny, IsAuthenticated
 from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.authtoken.models import Token
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.views import APIView
@@ -297,10 +299,18 @@ class TokenView(ObtainAuthToken):
     after repeated failures); an expired one is replaced."""
 
     throttle_scope = "tokens"
+    throttle_classes = [ScopedRateThrottle]  # ObtainAuthToken has none of its own
 
     def post(self, request, *args, **kwargs):
         serializer = self.get_serializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
+        if not serializer.is_valid():
+            # django-axes marks the request it was given (this one) when the name is locked out here.
+            if getattr(request, "axes_locked_out", False):
+                minutes = round(settings.AXES_COOLOFF_TIME * 60)
+                return Response({"detail": "Too many failed logins for this user name from your address: try "
+                                           f"again in {minutes} minutes. Nothing was changed."},
+                                status=status.HTTP_429_TOO_MANY_REQUESTS, headers={"Retry-After": str(minutes * 60)})
+            return Response(serializer.errors, status=status.HTTP_400_BAD_REQUEST)
         user = serializer.validated_data["user"]
         token, _ = Token.objects.get_or_create(user=user)
         if timezone.now() >= token_expiry(token):
