@@ -114,9 +114,13 @@ def check_prompt(user, conversation: Conversation, prompt: str) -> str:
 
 
 def begin_interaction(user, conversation: Conversation, prompt: str, replaces: Interaction | None = None) -> Interaction:
-    prompt = check_prompt(user, conversation, prompt)
-    return Interaction.objects.create(conversation=conversation, prompt=prompt, replaces=replaces,
-                                      interaction_id=hex32(secrets.token_bytes(32)))
+    """The new turn, streaming. The conversation's row is locked while it is checked and created, so
+    two requests at once (two tabs, a script) cannot both start an answer: one waits, then is refused."""
+    with transaction.atomic():
+        Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
+        prompt = check_prompt(user, conversation, prompt)
+        return Interaction.objects.create(conversation=conversation, prompt=prompt, replaces=replaces,
+                                          interaction_id=hex32(secrets.token_bytes(32)))
 
 
 def check_retry(conversation: Conversation, pk) -> Interaction:

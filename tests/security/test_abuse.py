@@ -416,3 +416,11 @@ def test_behind_the_proxy_only_the_address_it_adds_counts(client, victim, settin
     # ...while someone else behind the same proxy is not locked out with the attacker.
     assert _try_login(client, "page", "victim", PASSWORD, ip="10.0.0.2",
                       HTTP_X_FORWARDED_FOR="192.0.2.50").status_code == 302
+
+
+def test_a_second_prompt_while_an_answer_streams_is_refused_and_queues_nothing(client, chat):
+    conversation, alice, token = chat
+    Interaction.objects.create(conversation=conversation, prompt="Tell me a long story", interaction_id="0x" + "ef" * 32)
+    refused = api(client, "post", f"/api/conversations/{conversation.pk}/messages", token, prompt="And another")
+    assert refused.status_code == 400 and "Wait for the current answer" in str(refused.json())
+    assert Interaction.objects.filter(conversation=conversation).count() == 1
