@@ -72,3 +72,23 @@ def new_account() -> LocalAccount:
 
 
 __all__ = ["Driver", "Receipt", "Reverted", "RpcError", "new_account", "from_hex"]
+
+
+def deploy_on_interval_node(node, deployment_file) -> Ledger:
+    """Deploy the contracts on a started interval-mining `node` at once (automine for the deployment,
+    not a transaction a second), grant the oracle its role, mine every `node.block_time` seconds
+    again, and save the deployment to `deployment_file`."""
+    from apps.chain.client import account_from_key
+    from apps.chain.deploy import deploy, grant_role
+    from apps.chain.node import DEV_KEYS
+
+    client = ChainClient(node.url)
+    admin = account_from_key(DEV_KEYS[0])
+    client.request("evm_setIntervalMining", [0])
+    client.request("evm_setAutomine", [True])
+    deployment = deploy(client, admin)
+    grant_role(client, deployment, admin, "ORACLE_ROLE", account_from_key(DEV_KEYS[1]).address)
+    client.request("evm_setAutomine", [False])
+    client.request("evm_setIntervalMining", [node.block_time])
+    deployment.save(deployment_file)
+    return Ledger(client, deployment)

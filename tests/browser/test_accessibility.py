@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.personas import PASSWORD
 
 from .conftest import ARTIFACTS, REPO
-from .world import build
+from .world import build, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.chain, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -35,11 +34,7 @@ def visit(chromium, site, who: str, size: str, scheme: str):
                                    bypass_csp=True, is_mobile=size == "phone", has_touch=size == "phone")
     page = context.new_page()
     if who != "anonymous":
-        page.goto("/login/")
-        page.get_by_label("User name").fill(who)
-        page.get_by_label("Password").fill(PASSWORD)
-        page.locator("main").get_by_role("button", name="Log in").click()
-        page.wait_for_url(lambda url: "/login/" not in url)
+        log_in(page, who)
     return context, page
 
 

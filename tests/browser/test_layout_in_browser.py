@@ -13,10 +13,9 @@ from playwright.sync_api import expect
 
 from apps.annotate.models import ExpertVerdict
 from apps.chat.models import Conversation
-from tests.personas import PASSWORD
 
 from .test_accessibility import SIZES
-from .world import build
+from .world import build, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.chain, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -31,11 +30,7 @@ def open_as(chromium, site, who: str | None, size: str = "desktop", scheme: str 
                                    is_mobile=size == "phone", has_touch=size == "phone")
     page = context.new_page()
     if who:
-        page.goto("/login/")
-        page.get_by_label("User name").fill(who)
-        page.get_by_label("Password").fill(PASSWORD)
-        page.locator("main").get_by_role("button", name="Log in").click()
-        page.wait_for_url(lambda url: "/login/" not in url)
+        log_in(page, who)
     return context, page
 
 

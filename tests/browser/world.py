@@ -101,3 +101,14 @@ def build(tmp_path) -> World:
     item = disagreement(1, reasoning=LONG_REASONING)
     return World(context=writing, model_id="0x" + "01" * 32, conversation=conversation.pk, evidence=evidence,
                  registered=registered.pk, item=item.pk)
+
+
+def log_in(page, who: str) -> None:
+    """Log `who` in through the login page, as a person does."""
+    from tests.personas import PASSWORD
+
+    page.goto("/login/")
+    page.get_by_label("User name").fill(who)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.locator("main").get_by_role("button", name="Log in").click()
+    page.wait_for_url(lambda url: "/login/" not in url)

@@ -34,11 +34,9 @@ from django.db import connection
 from django.utils import timezone
 
 from apps.chain.audit import all_events
-from apps.chain.client import ChainClient, ChainError, account_from_key
-from apps.chain.deploy import deploy, grant_role
+from apps.chain.client import ChainError
 from apps.chain.demo import context_id
 from apps.chain.keys import admin_address
-from apps.chain.ledger import Ledger
 from apps.chain.models import ChainTransaction, Context, IndexerCursor, OutboxItem
 from apps.chain.models import Interaction as LedgerInteraction
 from apps.chain.node import DEV_KEYS, AnvilNode, NodeError, free_port
@@ -46,6 +44,7 @@ from apps.chain import outbox
 from apps.chat.models import Interaction, Rating, RegisteredModel
 from apps.chat.replay import import_mtbench
 from apps.oracle.models import EvaluationJob
+from tests.support import deploy_on_interval_node
 from tests.chat.factories import write_mtbench
 from tests.personas import PASSWORD, user
 
@@ -218,19 +217,10 @@ class Stack:
     def start(self) -> None:
         """The node with the contracts deployed, then the workers and the site."""
         self.node.start()
-        client = ChainClient(self.node.url)
-        admin = account_from_key(DEV_KEYS[0])
-        # The contracts go in at once (automine), not a transaction a second, then the node mines
-        # every second as started (and as it does again after each restart).
-        client.request("evm_setIntervalMining", [0])
-        client.request("evm_setAutomine", [True])
-        deployment = deploy(client, admin)
-        grant_role(client, deployment, admin, "ORACLE_ROLE", account_from_key(DEV_KEYS[1]).address)
-        client.request("evm_setAutomine", [False])
-        client.request("evm_setIntervalMining", [self.node.block_time])
+        # The contracts go in at once, then the node mines every second as started (and as it does
+        # again after each restart).
         self.deployment_file = self.tmp / "deployment.json"
-        deployment.save(self.deployment_file)
-        self.ledger = Ledger(client, deployment)
+        self.ledger = deploy_on_interval_node(self.node, self.deployment_file)
         s = self.settings
         s.LLMCHAIN_RPC_URL, s.LLMCHAIN_DEPLOYMENT, s.LLMCHAIN_ORACLE_KEY = self.node.url, self.deployment_file, DEV_KEYS[1]
         s.LLMCHAIN_IPFS_BACKEND, s.LLMCHAIN_IPFS_DIR, s.LLMCHAIN_FINALITY = "local", self.ipfs, "auto"

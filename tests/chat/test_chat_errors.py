@@ -16,7 +16,7 @@ from tests.chat.factories import make_contexts
 from tests.personas import PASSWORD, user
 
 from .test_chat_flow import send, until
-from .test_chat_limits import endpoint_model
+from .test_chat_limits import open_endpoint_chat
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,21 +40,6 @@ def failing_then_fine(monkeypatch):
         monkeypatch.setattr(conversations, "measure_fit", no_count)
         return calls
     return arm
-
-
-async def open_endpoint_chat():
-    from channels.testing import WebsocketCommunicator
-
-    from apps.chat.consumers import ChatConsumer
-    writing, = await sync_to_async(make_contexts)("writing")
-    model = await sync_to_async(endpoint_model)("http://tiny.example/v1", "tiny")
-    alice = await sync_to_async(user)("alice")
-    conversation = await sync_to_async(start_conversation)(alice, model, writing)
-    communicator = WebsocketCommunicator(ChatConsumer.as_asgi(), f"/ws/chat/{conversation.pk}/")
-    communicator.scope["user"] = alice
-    communicator.scope["url_route"] = {"kwargs": {"pk": conversation.pk}}
-    assert (await communicator.connect())[0]
-    return communicator, conversation
 
 
 @pytest.mark.parametrize("error, says", [

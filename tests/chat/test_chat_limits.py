@@ -32,6 +32,19 @@ def endpoint_model(url: str, model: str, key: str = "") -> RegisteredModel:
         metadata_cid="bafytest")
 
 
+async def open_endpoint_chat():
+    """Alice's socket on a fresh conversation with an endpoint model (nothing is asked of it)."""
+    writing, = await sync_to_async(make_contexts)("writing")
+    model = await sync_to_async(endpoint_model)("http://tiny.example/v1", "tiny")
+    alice = await sync_to_async(user)("alice")
+    conversation = await sync_to_async(start_conversation)(alice, model, writing)
+    communicator = WebsocketCommunicator(ChatConsumer.as_asgi(), f"/ws/chat/{conversation.pk}/")
+    communicator.scope["user"] = alice
+    communicator.scope["url_route"] = {"kwargs": {"pk": conversation.pk}}
+    assert (await communicator.connect())[0]
+    return communicator, conversation
+
+
 @pytest.fixture
 def builtin_chat(model_server, db):
     writing, = make_contexts("writing")
@@ -133,14 +146,7 @@ async def test_an_answer_cut_at_the_token_limit_is_marked(monkeypatch):
             yield piece
         outcome["finish_reason"] = "length"
     monkeypatch.setattr(conversations, "stream_answer", capped)
-    writing, = await sync_to_async(make_contexts)("writing")
-    model = await sync_to_async(endpoint_model)("http://tiny.example/v1", "tiny")
-    alice = await sync_to_async(user)("alice")
-    conversation = await sync_to_async(start_conversation)(alice, model, writing)
-    communicator = WebsocketCommunicator(ChatConsumer.as_asgi(), f"/ws/chat/{conversation.pk}/")
-    communicator.scope["user"] = alice
-    communicator.scope["url_route"] = {"kwargs": {"pk": conversation.pk}}
-    assert (await communicator.connect())[0]
+    communicator, conversation = await open_endpoint_chat()
     monkeypatch.setattr(conversations, "measure_fit", lambda *a, **k: _none())
     await communicator.send_to(text_data=json.dumps({"prompt": "Tell me a story"}))
     frames = []

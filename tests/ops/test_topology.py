@@ -32,13 +32,11 @@ import httpx
 import pytest
 
 from apps.chain.audit import all_events
-from apps.chain.client import ChainClient, account_from_key
-from apps.chain.deploy import deploy, grant_role
-from apps.chain.ledger import Ledger
 from apps.chain.node import DEV_KEYS, AnvilNode, free_port
 from tests.chain.stack import REPO, Service
 from tests.chain.test_faults import MODELS, QUESTIONS, mtbench, wait_until
 from tests.personas import PASSWORD
+from tests.support import deploy_on_interval_node
 
 pytestmark = [pytest.mark.slow, pytest.mark.chain]
 
@@ -116,17 +114,8 @@ class Topology:
 
     def start(self) -> None:
         self.node.start()
-        client = ChainClient(self.node.url)
-        admin = account_from_key(DEV_KEYS[0])
-        client.request("evm_setIntervalMining", [0])
-        client.request("evm_setAutomine", [True])
-        deployment = deploy(client, admin)
-        grant_role(client, deployment, admin, "ORACLE_ROLE", account_from_key(DEV_KEYS[1]).address)
-        client.request("evm_setAutomine", [False])
-        client.request("evm_setIntervalMining", [self.node.block_time])
         deployment_file = self.tmp / "deployment.json"
-        deployment.save(deployment_file)
-        self.ledger = Ledger(client, deployment)
+        self.ledger = deploy_on_interval_node(self.node, deployment_file)
         (self.tmp / "ipfs").mkdir()
         self.env = {
             **os.environ,
