@@ -140,7 +140,7 @@ def test_make_run_on_an_empty_database_fills_a_live_demo(chromium, tmp_path, sho
             expert.goto("/annotate/")
             expect(expert.get_by_role("heading", name="Expert queue")).to_be_visible()
             expect(expert.locator("pre.question")).not_to_be_empty()
-            expect(expert.locator("#item .note")).to_contain_text("demo data")
+            expect(expert.locator("#item p.note")).to_contain_text("demo data")
             shot(expert, "expert-queue")
             expert.close()
             context.clear_cookies()
