@@ -1,4 +1,4 @@
-"""python manage.py bench {chain,scoring,boards} [...]: benchmarks; each prints, as its last line, one JSON object
+"""python manage.py bench {chain,scoring,boards,markdown} [...]: benchmarks; each prints, as its last line, one JSON object
 with its headline figures. The benches live in the top-level `bench` package; each action imports
 only its own (the scoring bench loads torch, which the boards bench's child processes need not)."""
 
@@ -89,7 +89,8 @@ def name_list(text: str) -> list[str]:
 class Command(BaseCommand):
     help = ("Benchmarks. `bench chain`: ledger throughput and latency (see `bench chain --help`); "
             "`bench scoring`: the oracle's BERTScore scorer against plain bert_score; "
-            "`bench boards`: the board page and API under concurrent load (see `bench boards --help`).")
+            "`bench boards`: the board page and API under concurrent load (see `bench boards --help`); "
+            "`bench markdown`: how long a model answer takes to render, and its stages.")
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)
@@ -128,6 +129,10 @@ class Command(BaseCommand):
         s.add_argument("--repeat", type=int, default=1,
                        help="timed runs per side, interleaved A B / B A; figures are means (default 1)")
         s.add_argument("--threads", type=int, default=None, help="torch threads for both sides (default: torch's)")
+
+        m = sub.add_parser("markdown", help="rendering a Markdown answer (lib/markdown.render) and its stages")
+        m.add_argument("--size", type=int, default=20_000, help="characters of the answer (default 20000)")
+        m.add_argument("--repeat", type=int, default=20, help="timed runs per stage (default 20)")
 
         b = sub.add_parser("boards", help="the board page and API under concurrent load, cached and not",
                            description=BOARDS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -175,6 +180,13 @@ class Command(BaseCommand):
                                           work_dir=folder, refill=refill, baseline=not skip_baseline)
         summary = boards.run_boards_bench(config, self.out)
         return summary, boards.failures(summary)
+
+    def do_markdown(self, size=20_000, repeat=20, **_):
+        from bench import markdown
+
+        if size <= 0 or repeat <= 0:
+            raise ValueError("--size and --repeat must be positive")
+        return markdown.run_markdown_bench(size=size, repeat=repeat, out=self.out), []
 
     def do_scoring(self, data=None, pairs=600, k=3, seed=0, repeat=1, threads=None, **_):
         from bench import scoring
