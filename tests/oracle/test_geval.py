@@ -118,6 +118,9 @@ def test_metaeval_pairs_judges_each_answer_once_and_reports_an_unusable_judge(ju
     assert (report["judge"]["scored"], report["judge"]["unusable"]) == (2, 1)
     assert (report["undecided"], report["evaluator_ties"]) == (3, 1)
     assert "UNUSABLE judge on 1 of 3 distinct answers" in text
+    mass = report["judge"]["mean_digit_mass"]
+    assert "judge answers scored: 2 (0 by structured output), unusable: 1; unconstrained digit mass" in text
+    assert f"mean {mass:.3f}" in text
     page = client.get(f"/metaeval/{report['run']}/").content.decode()
     assert 'id="metaeval-judge-warning"' in page and "UNUSABLE judge on 1 of 3 distinct answers" in page
 

@@ -186,6 +186,11 @@ class Command(BaseCommand):
                               f"{details['replies_without_verdict']}; pairs failed on context length: "
                               f"{details.get('pairs_failed_on_context', 0)}; pairs failed otherwise: "
                               f"{details.get('pairs_failed', 0)}")
+        if "mean_digit_mass" in details:  # G-Eval: its form's answers, and the judge's own diagnostic
+            self.stdout.write(f"judge answers scored: {details['scored']} ({details.get('structured', 0)} by "
+                              f"structured output), unusable: {details['unusable']}; unconstrained digit mass "
+                              f"(the probability it put on 1-5 on its own): mean {_mass(details['mean_digit_mass'])}, "
+                              f"lowest {_mass(details['min_digit_mass'])}")
         for name, judged in (details.get("per_judge") or {}).items():
             self.stdout.write(_judge_line(name, judged))
         self._report("pairs", str(path), {
