@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
+import {ERC2771Context} from "@openzeppelin/contracts/metatx/ERC2771Context.sol";
 import {LLMChainAccess} from "./LLMChainAccess.sol";
 import {Identity} from "./Identity.sol";
 
@@ -11,7 +12,10 @@ import {Identity} from "./Identity.sol";
 /// @dev    Gas per evaluation is O(1): each context keeps running sums (n, sumRa, sumRh, sumR),
 ///         so a mean is one division. Roles are read from the Access Control contract; user
 ///         registration times from the Identity contract. The contract needs no role itself.
-contract Reputation {
+///         Calls may come directly or through the trusted ERC-2771 forwarder (OpenZeppelin's
+///         ERC2771Forwarder, set at deployment): a relayer submits requests their senders signed
+///         (EIP-712), and every sender check reads `_msgSender()`, the request's signer.
+contract Reputation is ERC2771Context {
     // ------------------------------------------------------------------------------------
     // Constants (Table I of the paper; the same names as lib/reputation.py)
     // ------------------------------------------------------------------------------------
@@ -155,7 +159,9 @@ contract Reputation {
         uint64 nHuman
     );
 
-    constructor(LLMChainAccess access_, Identity identity_) {
+    constructor(LLMChainAccess access_, Identity identity_, address trustedForwarder_)
+        ERC2771Context(trustedForwarder_)
+    {
         if (address(access_) == address(0) || address(identity_) == address(0)) revert ZeroAddress();
         access = access_;
         identity = identity_;
@@ -208,7 +214,7 @@ contract Reputation {
     function updateModelMetadata(bytes32 modelId, string calldata metadataCid) external {
         address owner = _models[modelId].owner;
         if (owner == address(0)) revert UnknownModel(modelId);
-        if (msg.sender != owner) revert NotModelOwner(modelId, msg.sender);
+        if (_msgSender() != owner) revert NotModelOwner(modelId, _msgSender());
         if (bytes(metadataCid).length == 0) revert EmptyCid();
         emit ModelMetadataUpdated(modelId, metadataCid);
     }
@@ -271,7 +277,7 @@ contract Reputation {
         Interaction storage it = _interactions[interactionId];
         address user = it.user;
         if (user == address(0)) revert UnknownInteraction(interactionId);
-        if (msg.sender != user) revert NotInteractionUser();
+        if (_msgSender() != user) revert NotInteractionUser();
         if (!access.hasRole(USER_ROLE, user)) revert NotAUser(user); // a suspended account rates nothing
         if (it.humanDone) revert AlreadyEvaluated();
         if (
@@ -448,7 +454,7 @@ contract Reputation {
     // Internals
     // ------------------------------------------------------------------------------------
     function _checkRole(bytes32 role) internal view {
-        if (!access.hasRole(role, msg.sender)) revert Unauthorized(role, msg.sender);
+        if (!access.hasRole(role, _msgSender())) revert Unauthorized(role, _msgSender());
     }
 
     function _likert(uint8 x) private pure returns (bool) {
@@ -460,11 +466,11 @@ contract Reputation {
         if (m.owner != address(0)) revert ModelExists(modelId);
         if (bytes(metadataCid).length == 0) revert EmptyCid();
         uint32 index = modelCount + 1;
-        m.owner = msg.sender;
+        m.owner = _msgSender();
         m.index = index;
         _modelIdAt[index] = modelId;
         modelCount = index;
-        emit ModelAdded(modelId, msg.sender, metadataCid);
+        emit ModelAdded(modelId, _msgSender(), metadataCid);
     }
 
     function _autoEval(

@@ -18,7 +18,7 @@ const CONTRACTS_DIR = __dirname;
 const ROOT = path.resolve(CONTRACTS_DIR, '..');
 const BUILD_DIR = path.join(CONTRACTS_DIR, 'build');
 const NODE_MODULES = path.join(ROOT, 'node_modules');
-const TOP_LEVEL = ['LLMChainAccess', 'Identity', 'Reputation'];
+const TOP_LEVEL = ['LLMChainAccess', 'Identity', 'Reputation', 'Forwarder'];
 
 const SETTINGS = {
   optimizer: { enabled: true, runs: 200 },

@@ -1,4 +1,5 @@
-"""Deploy and wire the three contracts, with locally signed transactions only."""
+"""Deploy and wire the contracts (access, identity, the forwarder, reputation), with locally signed
+transactions only."""
 
 from __future__ import annotations
 
@@ -38,16 +39,18 @@ def _create(client: ChainClient, account: LocalAccount, name: str, types: list[s
 
 
 def deploy(client: ChainClient, admin: LocalAccount) -> Deployment:
-    """LLMChainAccess(admin), Identity(access), Reputation(access, identity), then let the
-    Identity contract grant roles at registration (access.setIdentity)."""
+    """LLMChainAccess(admin), Identity(access), Forwarder(), Reputation(access, identity,
+    forwarder), then let the Identity contract grant roles at registration (access.setIdentity)."""
     nonce = client.nonce(admin.address, "pending")
     access, first_block = _create(client, admin, "LLMChainAccess", ["address"], [admin.address], nonce)
     identity, _ = _create(client, admin, "Identity", ["address"], [access], nonce + 1)
-    reputation, _ = _create(client, admin, "Reputation", ["address", "address"], [access, identity], nonce + 2)
+    forwarder, _ = _create(client, admin, "Forwarder", [], [], nonce + 2)
+    reputation, _ = _create(client, admin, "Reputation", ["address", "address", "address"],
+                            [access, identity, forwarder], nonce + 3)
     set_identity = ContractAbi.load("LLMChainAccess").fn("setIdentity").encode(identity)
-    _send(client, admin, access, set_identity, nonce + 3)
+    _send(client, admin, access, set_identity, nonce + 4)
     return Deployment(chainId=client.chain_id, identity=identity, access=access, reputation=reputation,
-                      deployBlock=first_block)
+                      deployBlock=first_block, forwarder=forwarder)
 
 
 def grant_role(client: ChainClient, deployment: Deployment, admin: LocalAccount, role_name: str, account: str) -> None:

@@ -30,6 +30,9 @@ class Deployment:
     access: str
     reputation: str
     deployBlock: int
+    # The ERC-2771 forwarder the Reputation contract trusts (relayed, signed requests); "" in a
+    # deployment file written before it existed.
+    forwarder: str = ""
 
     @classmethod
     def load(cls, path: Path) -> "Deployment":
@@ -38,7 +41,8 @@ class Deployment:
         except FileNotFoundError as exc:
             raise FileNotFoundError(
                 f"no deployment file at {path}: run `python manage.py chain deploy` first") from exc
-        return cls(**{k: data[k] for k in ("chainId", "identity", "access", "reputation", "deployBlock")})
+        return cls(**{k: data[k] for k in ("chainId", "identity", "access", "reputation", "deployBlock")},
+                   forwarder=data.get("forwarder", ""))
 
     def save(self, path: Path) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -97,7 +101,7 @@ BATCH_BASE_GAS = 60_000
 
 
 class Ledger:
-    """The three contracts on one node."""
+    """The contracts on one node: access, identity, reputation and the forwarder."""
 
     def __init__(self, client: ChainClient, deployment: Deployment):
         self.client = client
@@ -106,7 +110,7 @@ class Ledger:
     @cached_property
     def abis(self) -> dict[str, ContractAbi]:
         return {"reputation": ContractAbi.load("Reputation"), "identity": ContractAbi.load("Identity"),
-                "access": ContractAbi.load("LLMChainAccess")}
+                "access": ContractAbi.load("LLMChainAccess"), "forwarder": ContractAbi.load("Forwarder")}
 
     def address(self, contract: str) -> str:
         return getattr(self.deployment, contract)

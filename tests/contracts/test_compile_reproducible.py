@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "contracts" / "build"
-CONTRACTS = ("LLMChainAccess", "Identity", "Reputation")
+CONTRACTS = ("LLMChainAccess", "Identity", "Reputation", "Forwarder")
 
 NODE = shutil.which("node")
 SOLC = ROOT / "node_modules" / "solc" / "soljson.js"
