@@ -23,7 +23,11 @@ contract Reputation is ERC2771Context {
     uint256 internal constant HALF = WAD / 2;
     uint256 internal constant PSI_THIRDS = 1; // psi = 1/3: rate for a good answer (S >= threshold)
     uint256 internal constant XI_THIRDS = 2; // xi = 2/3: rate for a bad answer
-    uint256 internal constant LAMBDA_PER_MINUTE_DIVISOR = 1000; // lambda = 1e-3 per minute
+    // lambda, the time constant of F_D, per minute (1e18 fixed point) is fixed at deployment
+    // (lambdaWad); the paper's 1e-3 is 1e15. Bounded so that lambda * D (D <= one day) keeps the
+    // series of expWad exact enough and far from overflow.
+    uint256 internal constant MIN_LAMBDA_WAD = 1e12; // 1e-6 per minute
+    uint256 internal constant MAX_LAMBDA_WAD = 3e16; // 0.03 per minute
     uint256 internal constant D_CAP_MINUTES = 1440; // the paper's daily reset
     uint256 internal constant EXP_MAX_TERMS = 48;
 
@@ -89,6 +93,8 @@ contract Reputation is ERC2771Context {
 
     LLMChainAccess public immutable access;
     Identity public immutable identity;
+    /// lambda of F_D per minute, 1e18 fixed point (1e15 = the paper's 1e-3), set at deployment.
+    uint256 public immutable lambdaWad;
 
     mapping(bytes32 modelId => mapping(bytes32 contextId => uint256 word)) private _reps;
     mapping(bytes32 contextId => Context) private _contexts;
@@ -108,6 +114,7 @@ contract Reputation is ERC2771Context {
     // ------------------------------------------------------------------------------------
     error Unauthorized(bytes32 role, address account);
     error ZeroAddress();
+    error BadLambda(uint256 lambdaWad); // outside [1e12, 3e16] (1e-6 to 0.03 per minute)
     error LengthMismatch();
     error ContextExists(bytes32 contextId);
     error ModelExists(bytes32 modelId);
@@ -159,10 +166,12 @@ contract Reputation is ERC2771Context {
         uint64 nHuman
     );
 
-    constructor(LLMChainAccess access_, Identity identity_, address trustedForwarder_)
+    constructor(LLMChainAccess access_, Identity identity_, address trustedForwarder_, uint256 lambdaWad_)
         ERC2771Context(trustedForwarder_)
     {
         if (address(access_) == address(0) || address(identity_) == address(0)) revert ZeroAddress();
+        if (lambdaWad_ < MIN_LAMBDA_WAD || lambdaWad_ > MAX_LAMBDA_WAD) revert BadLambda(lambdaWad_);
+        lambdaWad = lambdaWad_;
         access = access_;
         identity = identity_;
         Context storage g = _contexts[GLOBAL_CONTEXT];
@@ -429,13 +438,13 @@ contract Reputation is ERC2771Context {
     }
 
     /// FD = (E - 1) / (E + 1) with E = e^(lambda D).
-    function decayFactor(uint256 dMinutesWad) public pure returns (uint256) {
-        uint256 e = expWad(dMinutesWad / LAMBDA_PER_MINUTE_DIVISOR);
+    function decayFactor(uint256 dMinutesWad) public view returns (uint256) {
+        uint256 e = expWad(dMinutesWad * lambdaWad / WAD);
         return (e - WAD) * WAD / (e + WAD);
     }
 
     /// wh = Wh * FD.
-    function humanWeight(uint256 userWeightWad, uint256 dMinutesWad) public pure returns (uint256) {
+    function humanWeight(uint256 userWeightWad, uint256 dMinutesWad) public view returns (uint256) {
         return userWeightWad * decayFactor(dMinutesWad) / WAD;
     }
 

@@ -21,7 +21,12 @@ GLOBAL_CONTEXT_ID = hex32(GLOBAL_CONTEXT)  # as the site's tables spell context 
 # Table I of the paper.
 PSI_THIRDS = 1  # psi = 1/3: rate for a good answer (S >= threshold)
 XI_THIRDS = 2  # xi = 2/3: rate for a bad answer
-LAMBDA_PER_MINUTE_DIVISOR = 1000  # lambda = 1e-3 per minute
+# lambda, the time constant of F_D, per minute in 1e18 fixed point: fixed when the Reputation
+# contract is deployed (its `lambdaWad()`), the paper's 1e-3 by default, within [MIN, MAX] so that
+# lambda * D (D at most a day) stays where the series below is exact enough and cannot overflow.
+DEFAULT_LAMBDA_WAD = 10**15
+MIN_LAMBDA_WAD = 10**12  # 1e-6 per minute
+MAX_LAMBDA_WAD = 3 * 10**16  # 0.03 per minute
 D_CAP_MINUTES = 1440  # the paper's daily reset
 EXP_MAX_TERMS = 48
 
@@ -63,15 +68,34 @@ def exp_wad(x: int) -> int:
     return total
 
 
-def decay_factor(d_minutes_wad: int) -> int:
+def lambda_ok(lambda_wad: int) -> bool:
+    return isinstance(lambda_wad, int) and MIN_LAMBDA_WAD <= lambda_wad <= MAX_LAMBDA_WAD
+
+
+def lambda_wad_from(text: str) -> int:
+    """lambda per minute as written ("0.001", "1e-3") in 1e18 fixed point; ValueError when it is not a
+    number of at most 18 decimals within [1e-6, 0.03]."""
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        scaled = Decimal(str(text).strip()) * WAD
+    except InvalidOperation as exc:
+        raise ValueError(f"lambda must be a number per minute, like 0.001, not {text!r}") from exc
+    if scaled != scaled.to_integral_value() or not lambda_ok(int(scaled)):
+        raise ValueError(f"lambda must be between 0.000001 and 0.03 per minute with at most 18 decimals, "
+                         f"not {text!r}")
+    return int(scaled)
+
+
+def decay_factor(d_minutes_wad: int, lambda_wad: int = DEFAULT_LAMBDA_WAD) -> int:
     """FD = (1 - e^(-lambda D)) / (1 + e^(-lambda D)) = (E - 1) / (E + 1) with E = e^(lambda D)."""
-    e = exp_wad(d_minutes_wad // LAMBDA_PER_MINUTE_DIVISOR)
+    e = exp_wad(d_minutes_wad * lambda_wad // WAD)
     return (e - WAD) * WAD // (e + WAD)
 
 
-def human_weight(user_weight_wad: int, d_minutes_wad: int) -> int:
+def human_weight(user_weight_wad: int, d_minutes_wad: int, lambda_wad: int = DEFAULT_LAMBDA_WAD) -> int:
     """wh = Wh * FD."""
-    return user_weight_wad * decay_factor(d_minutes_wad) // WAD
+    return user_weight_wad * decay_factor(d_minutes_wad, lambda_wad) // WAD
 
 
 def combine(human: int, auto: int) -> int:
@@ -130,12 +154,17 @@ class Interaction:
 class ReputationModel:
     """The whole state of the Reputation contract, driven by the same four calls."""
 
+    lambda_wad: int = DEFAULT_LAMBDA_WAD  # the deployment's lambda (the contract's lambdaWad())
     contexts: dict[bytes, ContextSums] = field(default_factory=lambda: {GLOBAL_CONTEXT: ContextSums()})
     models: set[bytes] = field(default_factory=set)
     reps: dict[tuple[bytes, bytes], Rep] = field(default_factory=dict)
     interactions: dict[bytes, Interaction] = field(default_factory=dict)
     registered_at: dict[str, int] = field(default_factory=dict)
     last_human_eval_at: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not lambda_ok(self.lambda_wad):
+            raise ReputationError("lambda out of range")
 
     # -- set-up -------------------------------------------------------------------------
     def register(self, user: str, timestamp: int) -> None:
@@ -188,7 +217,7 @@ class ReputationModel:
         previous = self.last_human_eval_at.get(sender, self.registered_at[sender])
         it.sh = answer_score(reliability, completeness, utility)
         it.wh = human_weight(user_weight(familiarity, trust, uncertainty),
-                             minutes_since(timestamp - previous))
+                             minutes_since(timestamp - previous), self.lambda_wad)
         it.human_done = True
         self.last_human_eval_at[sender] = timestamp
         for ctx in (it.context, GLOBAL_CONTEXT):

@@ -334,6 +334,9 @@ LLMCHAIN_ORACLE_LEASE_S = float(os.environ.get("LLMCHAIN_ORACLE_LEASE_S", "120")
 
 # --- Live debates between judge models (apps/oracle/debates.py, seed 003) -------------------------
 LLMCHAIN_DEBATE_CRITERION = os.environ.get("LLMCHAIN_DEBATE_CRITERION", "helpfulness")
+# lambda of the rating weight's time factor F_D, per minute, fixed in the Reputation contract when it
+# is deployed (readable on-chain as lambdaWad): the paper's 0.001 by default, 0.000001 to 0.03.
+LLMCHAIN_DECAY_LAMBDA = os.environ.get("LLMCHAIN_DECAY_LAMBDA", "0.001")
 LLMCHAIN_DEBATE_ROUNDS = int(os.environ.get("LLMCHAIN_DEBATE_ROUNDS", "3"))  # D: round 0 + up to 2 discussions
 LLMCHAIN_DEBATE_MAX_TOKENS = int(os.environ.get("LLMCHAIN_DEBATE_MAX_TOKENS", "320"))  # per judge reply
 LLMCHAIN_DEBATE_TEMPERATURE = float(os.environ.get("LLMCHAIN_DEBATE_TEMPERATURE", "0.7"))

@@ -43,12 +43,36 @@ def all_events(ledger: Ledger, chunk: int = 10_000) -> list[dict]:
     return fetch_all(ledger, ledger.deployment.deployBlock, ledger.client.block_number(), chunk)
 
 
+def hum_eval_calls(ledger: Ledger, tx: dict) -> list[tuple[str, tuple]]:
+    """The humEval calls a transaction made, as (sender, decoded arguments): a direct call from its
+    sender, or the requests the trusted forwarder relayed (execute / executeBatch), each from the
+    signer it names. Which of those took effect is for the events to say."""
+    fn = ledger.abis["reputation"].fn("humEval")
+    data = from_hex(tx["input"])
+    if data[:4] == fn.selector:
+        return [(tx["from"], decode(fn.inputs, data[4:]))]
+    forwarder = ledger.deployment.forwarder
+    if not forwarder or (tx.get("to") or "").lower() != forwarder.lower():
+        raise ValueError(f"{tx['hash']} is neither a humEval call nor one relayed by the forwarder")
+    abi = ledger.abis["forwarder"]
+    single, batch = abi.fn("execute"), abi.fn("executeBatch")
+    if data[:4] == single.selector:
+        requests = [decode(single.inputs, data[4:])[0]]
+    elif data[:4] == batch.selector:
+        requests = decode(batch.inputs, data[4:])[0]
+    else:
+        raise ValueError(f"{tx['hash']} calls the forwarder with neither execute nor executeBatch")
+    reputation = ledger.deployment.reputation.lower()
+    return [(sender, decode(fn.inputs, body[4:])) for sender, to, _value, _gas, _deadline, body, _sig in requests
+            if to.lower() == reputation and body[:4] == fn.selector]
+
+
 def replay(ledger: Ledger, events: list[dict]) -> ReputationModel:
     """The mirror's state after every call the events record, in chain order.
 
     Events that move no score (ModelMetadataUpdated: a model's new metadata CID) are skipped; the
     audit compares scores only, not the LedgerModel rows."""
-    mirror = ReputationModel()
+    mirror = ReputationModel(lambda_wad=ledger.lambda_wad)
     touched: dict[tuple[str, bytes], set[str]] = defaultdict(set)
     for e in events:
         if "interactionId" in e["args"]:
@@ -58,12 +82,9 @@ def replay(ledger: Ledger, events: list[dict]) -> ReputationModel:
     if hum_txs:
         txs = ledger.client.batch([("eth_getTransactionByHash", [h]) for h in hum_txs])
         blocks = ledger.client.batch([("eth_getBlockByNumber", [tx["blockNumber"], False]) for tx in txs])
-        fn = ledger.abis["reputation"].fn("humEval")
         for h, tx, block in zip(hum_txs, txs, blocks):
-            data = from_hex(tx["input"])
-            if data[:4] != fn.selector:
-                raise ValueError(f"{h} is not a humEval call")
-            calls[h] = (tx["from"], int(block["timestamp"], 16), decode(fn.inputs, data[4:]))
+            for sender, args in hum_eval_calls(ledger, tx):
+                calls[(h, args[0])] = (sender, int(block["timestamp"], 16), args)
     done_updates = set()
     for e in events:
         a, name = e["args"], e["event"]
@@ -77,7 +98,7 @@ def replay(ledger: Ledger, events: list[dict]) -> ReputationModel:
             mirror.auto_eval(a["interactionId"], a["modelId"], a["contextId"], a["user"], a["hasReference"],
                              a["sA"], a["wA"])
         elif name == "HumanEvaluated":
-            sender, timestamp, args = calls[e["tx"]]
+            sender, timestamp, args = calls[(e["tx"], a["interactionId"])]
             mirror.hum_eval(args[0], to_checksum_address(sender), timestamp, *args[1:])
         elif name == "ReputationUpdated":
             key = (e["tx"], a["interactionId"])

@@ -7,6 +7,8 @@ from eth_abi import encode
 from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address
 
+from lib.reputation import lambda_ok, lambda_wad_from
+
 from .abi import ContractAbi
 from .client import ChainClient, ChainError, from_hex
 from .ledger import Deployment
@@ -38,15 +40,22 @@ def _create(client: ChainClient, account: LocalAccount, name: str, types: list[s
     return to_checksum_address(receipt["contractAddress"]), int(receipt["blockNumber"], 16)
 
 
-def deploy(client: ChainClient, admin: LocalAccount) -> Deployment:
+def deploy(client: ChainClient, admin: LocalAccount, lambda_wad: int | None = None) -> Deployment:
     """LLMChainAccess(admin), Identity(access), Forwarder(), Reputation(access, identity,
-    forwarder), then let the Identity contract grant roles at registration (access.setIdentity)."""
+    forwarder, lambda), then let the Identity contract grant roles at registration
+    (access.setIdentity). lambda (1e18 per minute) is LLMCHAIN_DECAY_LAMBDA unless given."""
+    if lambda_wad is None:
+        from django.conf import settings
+
+        lambda_wad = lambda_wad_from(settings.LLMCHAIN_DECAY_LAMBDA)
+    if not lambda_ok(lambda_wad):
+        raise DeployError(f"lambda {lambda_wad} (1e18 per minute) is outside [1e12, 3e16]")
     nonce = client.nonce(admin.address, "pending")
     access, first_block = _create(client, admin, "LLMChainAccess", ["address"], [admin.address], nonce)
     identity, _ = _create(client, admin, "Identity", ["address"], [access], nonce + 1)
     forwarder, _ = _create(client, admin, "Forwarder", [], [], nonce + 2)
-    reputation, _ = _create(client, admin, "Reputation", ["address", "address", "address"],
-                            [access, identity, forwarder], nonce + 3)
+    reputation, _ = _create(client, admin, "Reputation", ["address", "address", "address", "uint256"],
+                            [access, identity, forwarder, lambda_wad], nonce + 3)
     set_identity = ContractAbi.load("LLMChainAccess").fn("setIdentity").encode(identity)
     _send(client, admin, access, set_identity, nonce + 4)
     return Deployment(chainId=client.chain_id, identity=identity, access=access, reputation=reputation,

@@ -17,10 +17,10 @@ from django.core.exceptions import ImproperlyConfigured
 from eth_utils import keccak
 
 from lib.ids import b32
-from lib.reputation import answer_score
+from lib.reputation import answer_score, lambda_wad_from
 
 from .abi import ContractAbi
-from .client import ChainClient, Reverted
+from .client import ChainClient, ChainError, Reverted
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,11 @@ class Ledger:
 
     def address(self, contract: str) -> str:
         return getattr(self.deployment, contract)
+
+    @cached_property
+    def lambda_wad(self) -> int:
+        """The deployment's lambda of F_D (1e18 per minute), as the Reputation contract holds it."""
+        return self.view("reputation", "lambdaWad")[0]
 
     def head_and_final(self) -> tuple[int, int]:
         """The node's head and its last final block under LLMCHAIN_FINALITY."""
@@ -211,3 +216,24 @@ def default_client() -> ChainClient:
 
 def default_ledger() -> Ledger:
     return Ledger(default_client(), Deployment.load(settings.LLMCHAIN_DEPLOYMENT))
+
+
+def deployment_lambda() -> tuple[int, bool]:
+    """The lambda of F_D (1e18 per minute) of this site's Reputation contract and whether it was read
+    from the chain: it is fixed at deployment, so it is read once per deployment and kept in the
+    cache; LLMCHAIN_DECAY_LAMBDA (what a new deployment would get) while the chain cannot be read."""
+    from django.core.cache import cache
+
+    try:
+        deployment = Deployment.load(settings.LLMCHAIN_DEPLOYMENT)
+    except FileNotFoundError:
+        return lambda_wad_from(settings.LLMCHAIN_DECAY_LAMBDA), False
+    key = f"chain:lambda:{deployment.chainId}:{deployment.reputation.lower()}"
+    found = cache.get(key)
+    if found is None:
+        try:
+            found = Ledger(default_client(), deployment).lambda_wad
+        except (ChainError, ValueError):
+            return lambda_wad_from(settings.LLMCHAIN_DECAY_LAMBDA), False
+        cache.set(key, found, None)
+    return found, True

@@ -115,14 +115,15 @@ def weight_preview(address: str) -> dict | None:
         first = not last
         if first:
             last, = ledger.view("identity", "registeredAt", address)
+        lam = ledger.lambda_wad  # the deployment's lambda, as the contract will use it
     except (ChainError, FileNotFoundError, ValueError) as exc:
         log.info("no weight preview: %s", exc)
         return None
     if not last:
         return None
     d = minutes_since(now - int(last))
-    return {"minutes": d / 10**18, "fd": decay_factor(d) / 10**18, "first": first,
-            "full_fd": decay_factor(minutes_since(86_400)) / 10**18}
+    return {"minutes": d / 10**18, "fd": decay_factor(d, lam) / 10**18, "first": first,
+            "full_fd": decay_factor(minutes_since(86_400), lam) / 10**18, "lambda": lam / 10**18}
 
 
 def _previous(row: ReputationChange) -> ReputationChange | None:

@@ -15,6 +15,8 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.chain.ledger import deployment_lambda
+
 from . import boards
 
 
@@ -96,9 +98,11 @@ def row_data(row: boards.BoardRow) -> dict:
 
 
 def board_data(board: boards.Board) -> dict:
+    lam = deployment_lambda()  # the Reputation contract's lambda of F_D (1e18 per minute), read once
     return {"context": {"context_id": board.context_id, "name": board.context_name},
             "generated_at": board.generated_at.isoformat(), "sort": board.sort, "dir": board.direction,
             "min_evaluations": board.min_evaluations, "rule": board.rule, "band": boards.BAND_TEXT,
+            "lambda_per_minute": boards.format_lambda(lam[0]), "weight": boards.weight_text(*lam),
             "debate": boards.DEBATE_TEXT, "peer": board.peer_text,
             "peer_computed_at": board.peer_computed_at.isoformat() if board.peer_computed_at else None,
             "ranked": [row_data(r) for r in board.ranked], "provisional": [row_data(r) for r in board.provisional]}

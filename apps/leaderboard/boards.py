@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from decimal import Decimal
 
 from django.conf import settings
 from django.core.cache import cache
@@ -24,7 +25,7 @@ from apps.chain.models import Context
 from apps.oracle.selfeval import peer_ratings
 from lib.boardstats import BAND_LEVEL, BAND_MIN_HUMAN, BAND_RESAMPLES
 from lib.ids import is_hex32
-from lib.reputation import GLOBAL_CONTEXT_ID, WAD
+from lib.reputation import GLOBAL_CONTEXT_ID, WAD, decay_factor
 
 from . import entries
 from .entries import short_id
@@ -63,6 +64,23 @@ BAND_TEXT = (
     f"rests on few or disagreeing ratings. Models with fewer than {BAND_MIN_HUMAN} rated answers have no band. "
     f"The draws are seeded by the model, the context and the number of ratings, so anyone recomputing the band "
     f"from the chain gets the same one.")
+
+
+def weight_text(lambda_wad: int, from_chain: bool = True) -> str:
+    """How much a rating weighs with time, under the deployment's lambda, in words."""
+    after = {label: decay_factor(minutes * WAD, lambda_wad) / WAD
+             for label, minutes in (("a minute", 1), ("an hour", 60), ("a day", 1440))}
+    where = ("fixed in the Reputation contract when it was deployed (its lambdaWad)" if from_chain else
+             "the value this site deploys with (the chain could not be read just now)")
+    return (f"A rating's weight grows with the time since its rater's previous rating (or since they signed up), "
+            f"so that many ratings in a row count for little: the time factor is F_D = (1 - e^(-λD)) / "
+            f"(1 + e^(-λD)), with D in minutes (at most a day) and λ = {format_lambda(lambda_wad)} per minute, "
+            f"{where}. A rating {', '.join(f'{label} after the last weighs {fd:.3f}' for label, fd in after.items())}"
+            f" of its full weight (which the rater's familiarity, trust and certainty set).")
+
+
+def format_lambda(lambda_wad: int) -> str:
+    return f"{Decimal(lambda_wad) / WAD:f}".rstrip("0").rstrip(".")
 
 
 DEBATE_TEXT = (

@@ -516,3 +516,52 @@ class MirrorInvariants(RuleBasedStateMachine):
 MirrorInvariants.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None,
                                               suppress_health_check=[HealthCheck.too_slow])
 test_after_any_sequence_scores_stay_in_range_and_context_sums_stay_exact = MirrorInvariants.TestCase
+
+
+# --- lambda, fixed by the deployment (issue 22, item 5) ------------------------------------------
+
+@pytest.mark.parametrize("lam", [10**12, 10**15, 5 * 10**15, 10**16, 3 * 10**16])
+@pytest.mark.parametrize("d_minutes", [1, 60, 1440])
+def test_the_decay_factor_follows_the_deployment_s_lambda(lam, d_minutes):
+    fd = decay_factor(d_minutes * WAD, lam)
+    assert abs(f(fd) - math.tanh(lam / WAD * d_minutes / 2)) < 1e-12
+
+
+def test_the_default_lambda_is_the_paper_s_to_the_wei():
+    from lib.reputation import DEFAULT_LAMBDA_WAD
+
+    assert DEFAULT_LAMBDA_WAD == 10**15
+    for d in (0, 1, 59 * WAD // 7, 1440 * WAD):  # the old arithmetic was d // 1000
+        assert decay_factor(d, DEFAULT_LAMBDA_WAD) == decay_factor(d)
+
+
+@pytest.mark.parametrize("text, wad", [("0.001", 10**15), ("1e-3", 10**15), ("0.03", 3 * 10**16),
+                                       ("0.000001", 10**12), (" 0.0125 ", 125 * 10**14)])
+def test_lambda_is_read_as_written(text, wad):
+    from lib.reputation import lambda_wad_from
+
+    assert lambda_wad_from(text) == wad
+
+
+@pytest.mark.parametrize("text", ["0", "-0.001", "0.031", "0.0000009", "fast", "", "1e-19", "nan"])
+def test_a_lambda_outside_the_range_or_not_a_number_is_refused(text):
+    from lib.reputation import lambda_wad_from
+
+    with pytest.raises(ValueError, match="lambda"):
+        lambda_wad_from(text)
+
+
+def test_a_mirror_with_another_lambda_weighs_ratings_by_it():
+    slow, fast = ReputationModel(), ReputationModel(lambda_wad=10**16)
+    for m in (slow, fast):
+        m.register(USER, T0)
+        m.add_context(C1)
+        m.add_model(A)
+        m.auto_eval(b"\x01" * 32, A, C1, USER, True, 7 * WAD // 10, WAD // 2)
+        m.hum_eval(b"\x01" * 32, USER, T0 + 3600, 5, 5, 5, 5, 5, 1)
+    hour = minutes_since(3600)
+    assert slow.interactions[b"\x01" * 32].wh == human_weight(user_weight(5, 5, 1), hour)
+    assert fast.interactions[b"\x01" * 32].wh == human_weight(user_weight(5, 5, 1), hour, 10**16)
+    assert fast.interactions[b"\x01" * 32].wh > slow.interactions[b"\x01" * 32].wh
+    with pytest.raises(ReputationError, match="lambda"):
+        ReputationModel(lambda_wad=0)

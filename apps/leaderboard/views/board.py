@@ -7,6 +7,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.vary import vary_on_headers
 
 from apps.annotate.metaeval_runs import runs_for_context
+from apps.chain.ledger import deployment_lambda
 from lib.reputation import GLOBAL_CONTEXT_ID
 
 from .. import boards
@@ -43,6 +44,7 @@ def board(request):
         html = render_to_string(f"leaderboard/_{kind}.html", {
             "board": board, "contexts": boards.board_contexts(), "global_id": GLOBAL_CONTEXT_ID,
             "band_text": boards.BAND_TEXT, "debate_text": boards.DEBATE_TEXT,
+            "weight_text": boards.weight_text(*deployment_lambda()),
             "metaeval_runs": runs_for_context(board.context_id)})
         return {"name": board.context_name, "html": html}
 
