@@ -190,3 +190,22 @@ def test_a_wallet_s_signature_is_checked_before_it_is_stored(world, driver):
     assert metatx.recover_signer(forged, d.chainId, d.forwarder).lower() == other.address.lower()
     typed = metatx.typed_data(request, d.chainId, d.forwarder)
     assert typed["primaryType"] == "ForwardRequest" and typed["domain"]["name"] == "LLMChain"
+
+
+@pytest.mark.django_db
+def test_the_audit_replays_relayed_ratings_by_their_signers(fresh_chain, world, oracle):
+    """chain audit reads a relayed humEval from the forwarder's batch (its signer, its answers) and
+    the mirror reaches the contract's state to the wei."""
+    from apps.chain.audit import run_audit
+
+    driver = fresh_chain
+    raters = [world["user"], world["other_user"]]
+    ids = [_interaction(driver, oracle, rater, 20 + n) for n, rater in enumerate(raters)]
+    relayer = new_account()
+    driver.fund(relayer.address)
+    _relay(driver, relayer, [_rating(driver, rater, iid, nonce=driver.view("forwarder", "nonces", rater.address)[0],
+                                     answers=(5, 4, 3, 2, 5, 1 + n))
+                             for n, (rater, iid) in enumerate(zip(raters, ids))])
+    driver.transact(relayer, "reputation", "updateReputationBatch", ids)
+    report = run_audit(driver.ledger)
+    assert report.contract_mismatches == [] and report.interactions >= 2, report.contract_mismatches
