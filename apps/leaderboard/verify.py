@@ -23,7 +23,7 @@ import httpx
 from django.conf import settings
 from django.core.cache import cache
 
-from apps.chain.client import ChainClient, RpcError, from_hex, to_hex
+from apps.chain.client import ChainClient, Reverted, RpcError, from_hex, to_hex
 from apps.chain.evidence import EvidenceStore, LocalBlobStore, kubo_client
 from apps.chain.indexer import fetch_all
 from apps.chain.ipfs import KuboClient
@@ -89,6 +89,7 @@ class ChainBoards:
     rows: dict[str, list[BoardRow]]  # context id -> its models' rows (not ranked)
     issues: tuple[StateIssue, ...]
     last: dict[tuple[str, str], tuple[int, int, int, int, int]]  # pair -> (ra, rh, r, nAuto, nHuman) last emitted
+    lambda_wad: int | None = None  # the contract's lambda of F_D at `head` (None: it has no lambdaWad)
     built_at: float = field(default_factory=time.time)
 
     @property
@@ -200,8 +201,13 @@ def rebuild_from_chain(ledger: Ledger, store=None, *, to_block: int | None = Non
     events = fetch_all(ledger, start, head)
     contexts, rows, last = boards_from_events(events, reader)
     issues = check_state(ledger, last, contexts, head)
+    try:  # the weights in the events were computed with it; a contract from before it has none
+        lambda_wad = ledger.view("reputation", "lambdaWad", block=head)[0]
+    except (Reverted, RpcError, ValueError):
+        lambda_wad = None
     return ChainBoards(chain_id=ledger.deployment.chainId, reputation=ledger.deployment.reputation, from_block=start,
-                       head=head, events=len(events), contexts=contexts, rows=rows, issues=issues, last=last)
+                       head=head, events=len(events), contexts=contexts, rows=rows, issues=issues, last=last,
+                       lambda_wad=lambda_wad)
 
 
 # The verify page rebuilds at most once per chain head and process: visitors in the same block share

@@ -328,6 +328,7 @@ def test_a_visitor_verifies_a_live_site_with_only_a_node_and_the_addresses(board
     run = visitor("--json")
     assert run.returncode == 1, run.stdout + run.stderr
     listed = {b["context_id"]: b for b in json.loads(run.stdout)["boards"]}
+    assert json.loads(run.stdout)["chain"]["lambda_wad"] == 10**15  # the deployment's λ, read at the head
     assert listed[invented]["chain_name"] is None and listed[invented]["served_name"] == "invented"
     assert not listed[invented]["ok"]
 
@@ -344,6 +345,7 @@ def test_the_page_shows_the_verdict_and_highlights_tampered_cells(boards_world, 
     html = page.content.decode()
     assert page.status_code == 200
     assert "The served board matches the chain: 2 models, 23 cells checked." in html, html
+    assert "computed by the contract with λ = 0.001 per minute" in html
     assert 'class="mismatch"' not in html and "alpha-7b" in html
 
     entry = BoardEntry.objects.get(model_id=w["alpha"], context_id=w["context"])

@@ -58,5 +58,6 @@ def verify(request):
         raise Http404(f"No context with id {context_id}, neither on the chain nor on this site.")
     return render(request, "leaderboard/verify.html", {
         **checked, "stale": stale, "current_head": head, "columns": COLUMNS,
+        "lambda_text": boards.format_lambda(checked["chain"].lambda_wad) if checked["chain"].lambda_wad else "",
         "deployment": ledger.deployment, "global_id": GLOBAL_CONTEXT_ID,
         "site_url": request.build_absolute_uri("/").rstrip("/")})

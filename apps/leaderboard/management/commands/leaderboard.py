@@ -163,7 +163,8 @@ class Command(BaseCommand):
         differing = sum(r.cells_differing for r in reports)
         models = sum(r.models for r in reports)
         where = (f"{source.label} against chain {chain.chain_id} ({ledger.client.url}), Reputation {chain.reputation}, "
-                 f"blocks {chain.from_block}..{chain.head}, {chain.events} events")
+                 f"blocks {chain.from_block}..{chain.head}, {chain.events} events"
+                 + (f", lambda {chain.lambda_wad / 10**18:g} per minute" if chain.lambda_wad else ""))
         self.stdout.write(where)
         if ok:
             self.stdout.write(f"OK: {len(reports)} boards match the chain: {models} rows, {cells} cells checked.")
@@ -181,6 +182,7 @@ class Command(BaseCommand):
             "ok": ok, "served": source.label,
             "chain": {"chain_id": chain.chain_id, "rpc": ledger.client.url, "reputation": chain.reputation,
                       "from_block": chain.from_block, "head": chain.head, "events": chain.events,
+                      "lambda_wad": chain.lambda_wad,
                       "state_issues": [{"context_id": i.context_id, "model_id": i.model_id, "text": i.text}
                                        for i in chain.issues]},
             "boards": [r.to_dict() for r in reports]}, indent=2)
