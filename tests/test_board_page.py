@@ -26,3 +26,17 @@ def test_a_context_name_is_escaped(client):
     page = client.get("/", {"context": ctx}).content.decode()
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_the_board_says_how_much_a_rating_weighs_under_the_deployment_s_lambda(client, settings, tmp_path):
+    """With no deployment to read (the chain away), the board says λ is the value the site deploys with."""
+    settings.LLMCHAIN_DEPLOYMENT = tmp_path / "none.json"
+    settings.LLMCHAIN_DECAY_LAMBDA = "0.01"
+    ctx = "0x" + "ef" * 32
+    Context.objects.create(context_id=ctx, name="math", block_number=1)
+    page = client.get("/", {"context": ctx}).content.decode()
+    assert "How much does a rating weigh?" in page
+    assert "λ = 0.01 per minute, the value this site deploys with" in page
+    assert "an hour after the last weighs 0.291" in page and "a day after the last weighs 1.000" in page
+    board = client.get(f"/api/boards/{ctx}").json()
+    assert board["lambda_per_minute"] == "0.01" and "0.291" in board["weight"]
