@@ -174,6 +174,9 @@ class Rating(models.Model):
     update_item = models.ForeignKey("chain.OutboxItem", null=True, blank=True, on_delete=models.SET_NULL,
                                     related_name="+")
     error = models.TextField(blank=True)
+    # Why, in the rater's words (optional; kept on the site, never sent to the chain).
+    tags = models.JSONField(default=list, blank=True)  # values of REASON_TAGS
+    comment = models.TextField(blank=True, max_length=1000)
     created_at = models.DateTimeField(default=timezone.now)
 
     def answers(self) -> dict[str, int]:
@@ -214,3 +217,16 @@ class Invitation(models.Model):
             import secrets
             self.code = secrets.token_urlsafe(18)
         super().save(*args, **kwargs)
+
+
+# Optional reasons a rater may tick (value, label); kept with the rating, off-chain.
+REASON_TAGS = (
+    ("accurate", "Accurate"),
+    ("made-up", "Made-up facts"),
+    ("incomplete", "Incomplete"),
+    ("off-topic", "Off topic"),
+    ("clear", "Clear and well explained"),
+    ("hard-to-read", "Hard to read"),
+    ("unsafe", "Unsafe or harmful"),
+)
+COMMENT_MAX = 1000

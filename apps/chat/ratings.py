@@ -17,7 +17,7 @@ from apps.chain.models import OutboxItem, ReputationChange
 from lib.reputation import GLOBAL_CONTEXT_ID, decay_factor, likert_ok, minutes_since
 
 from .accounts import same_person
-from .models import QUESTIONNAIRE, Interaction, Rating
+from .models import COMMENT_MAX, QUESTIONNAIRE, REASON_TAGS, Interaction, Rating
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +50,32 @@ def check_rating(user, interaction: Interaction, answers: dict) -> dict[str, int
             errors[field] = ["Choose an answer from 1 to 5."]
         else:
             clean[field] = value
+    tags = answers.getlist("tags") if hasattr(answers, "getlist") else answers.get("tags") or []
+    allowed = dict(REASON_TAGS)
+    if not isinstance(tags, list) or not all(isinstance(t, str) and t in allowed for t in tags):
+        errors["tags"] = [f"Pick reasons among: {', '.join(allowed)}."]
+    comment = answers.get("comment") or ""
+    if not isinstance(comment, str) or len(comment) > COMMENT_MAX:
+        errors["comment"] = [f"Write at most {COMMENT_MAX:,} characters."]
     if errors:
         raise ValidationError(errors)
-    return clean
+    return {**clean, "tags": list(dict.fromkeys(tags)), "comment": comment.strip()}
+
+
+def prefill(user, interaction: Interaction) -> dict[str, int]:
+    """Familiarity and trust as the user last answered them: familiarity with the topic from their last
+    rating in this context, trust in the model from their last rating of this model. Shown as
+    prefilled; the user confirms or changes them."""
+    conversation = interaction.conversation
+    mine = Rating.objects.filter(user=user).order_by("-created_at", "-id")
+    found = {}
+    in_context = mine.filter(interaction__conversation__context_id=conversation.context_id).first()
+    if in_context is not None:
+        found["familiarity"] = in_context.familiarity
+    of_model = mine.filter(interaction__conversation__model_id=conversation.model_id).first()
+    if of_model is not None:
+        found["trust"] = of_model.trust
+    return found
 
 
 def submit_rating(user, interaction: Interaction, answers: dict) -> Rating:
@@ -130,6 +153,26 @@ def _previous(row: ReputationChange) -> ReputationChange | None:
     return ReputationChange.objects.filter(model_id=row.model_id, context_id=row.context_id).filter(
         Q(block_number__lt=row.block_number) | Q(block_number=row.block_number, log_index__lt=row.log_index)
     ).order_by("-block_number", "-log_index").first()
+
+
+def what_it_did(interaction: Interaction, onchain, moves: list[dict]) -> str:
+    """What a rating on-chain did, in words a newcomer understands (its weight, and how far it moved
+    the model's R in the context), or "" until it is known."""
+    if onchain is None or onchain.wh is None or not moves or not moves[0]["done"]:
+        return ""
+    weight, minutes = onchain.wh / 10**18, onchain.d_minutes / 10**18
+    move = moves[0]
+    before, after = move["r"]
+    model = interaction.conversation.model.name
+    if minutes < 60:
+        why = f"it came {minutes:.0f} minutes after your previous rating, and ratings in quick succession count for less"
+    else:
+        why = "your familiarity, trust and certainty set it, and time since your previous rating raises it up to a day"
+    moved = (f"moved {model}'s reputation R in {move['context']} from {before / 10**18:.4f} to {after / 10**18:.4f} "
+             f"({(after - before) / 10**18:+.4f})" if before is not None else
+             f"set {model}'s first reputation R in {move['context']} at {after / 10**18:.4f}")
+    return (f"Your rating counted for {weight:.3f} of a full rating ({why}), and {moved}. Many ratings together move "
+            f"R more; one rating moves it a little.")
 
 
 def reputation_moves(interaction: Interaction) -> list[dict]:

@@ -10,7 +10,7 @@ from rest_framework import serializers
 
 from apps.chain.models import Context
 
-from .models import Conversation, Interaction, Rating, RegisteredModel
+from .models import COMMENT_MAX, REASON_TAGS, Conversation, Interaction, Rating, RegisteredModel
 from .registry import ModelFields
 from lib.reputation import GLOBAL_CONTEXT_ID
 
@@ -99,6 +99,10 @@ class RatingInSerializer(serializers.Serializer):
     familiarity = serializers.IntegerField(help_text="your familiarity with the topic: 1 = none, 5 = expert")
     trust = serializers.IntegerField(help_text="your trust in the model: 1 = none, 5 = complete")
     uncertainty = serializers.IntegerField(help_text="your uncertainty about this rating: 1 = very sure, 5 = very unsure")
+    tags = serializers.ListField(child=serializers.ChoiceField(choices=REASON_TAGS), required=False,
+                                 help_text="optional reasons; kept on the site, not sent to the chain")
+    comment = serializers.CharField(required=False, allow_blank=True, max_length=COMMENT_MAX,
+                                    help_text="optional comment; kept on the site, not sent to the chain")
 
 
 class RatingSerializer(serializers.ModelSerializer):
@@ -107,8 +111,8 @@ class RatingSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Rating
-        fields = ["reliability", "completeness", "utility", "familiarity", "trust", "uncertainty", "status",
-                  "error", "hum_tx", "update_tx", "created_at"]
+        fields = ["reliability", "completeness", "utility", "familiarity", "trust", "uncertainty", "tags", "comment",
+                  "status", "error", "hum_tx", "update_tx", "created_at"]
         read_only_fields = fields
 
 

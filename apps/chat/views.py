@@ -17,7 +17,7 @@ from lib.reputation import GLOBAL_CONTEXT_ID
 
 from . import accounts, conversations, limits, ratings, registry
 from .health import chat_choices
-from .models import QUESTIONNAIRE, Conversation, Interaction, RegisteredModel
+from .models import COMMENT_MAX, QUESTIONNAIRE, REASON_TAGS, Conversation, Interaction, RegisteredModel
 from .replay import replay_questions
 from .suggest import suggest
 
@@ -144,10 +144,13 @@ def rating_context(interaction, errors=None, preview=None) -> dict:
     if rating is not None:
         rating = ratings.refresh(rating)
     onchain = LedgerInteraction.objects.filter(interaction_id=interaction.interaction_id).first()
+    prefilled = ratings.prefill(interaction.conversation.user, interaction) if rating is None else {}
+    moves = ratings.reputation_moves(interaction) if rating is not None else []
     return {"i": interaction, "job": getattr(interaction, "evaluation", None), "rating": rating,
-            "questionnaire": list(QUESTIONNAIRE.items()), "scale": range(1, 6), "errors": errors or {},
-            "preview": preview, "onchain": onchain,
-            "moves": ratings.reputation_moves(interaction) if rating is not None else []}
+            "questionnaire": [(field, item, prefilled.get(field)) for field, item in QUESTIONNAIRE.items()],
+            "scale": range(1, 6), "errors": errors or {}, "reasons": REASON_TAGS, "comment_max": COMMENT_MAX,
+            "preview": preview, "onchain": onchain, "moves": moves,
+            "did": ratings.what_it_did(interaction, onchain, moves) if rating is not None else ""}
 
 
 @login_required

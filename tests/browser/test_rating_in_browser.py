@@ -220,7 +220,8 @@ def test_a_new_user_chats_rates_and_sees_rh_and_r_move_on_the_board(site, oracle
     preview = page.locator(f"#rating-{pk} p.note.weight")
     expect(preview).to_contain_text("This is your first rating: it counts from your sign-up 1440.0 minutes ago")
     fd_full = decay(1440)
-    expect(preview).to_contain_text(f"FD = {fd_full:.3f} of its full weight ({fd_full:.3f} after a day)")
+    expect(preview).to_contain_text(f"FD = {fd_full:.3f} of its full weight ({fd_full:.3f} after a day; λ = 0.001 per "
+                                    "minute, fixed when the contracts were deployed)")
     shot(page, "questionnaire")
     submit_and_wait_onchain(page, pk)
     section = page.locator(f"#rating-{pk}")
@@ -288,7 +289,7 @@ def test_a_quick_second_rating_is_told_it_counts_for_less(site, oracle_worker, p
     expect(preview).to_contain_text("Your previous rating was")
     text = preview.inner_text()
     got = re.search(r"previous rating was ([\d.]+) minutes ago, so this one would weigh F\s*D = ([\d.]+) of its "
-                    r"full weight \(([\d.]+) after a day\)", text)
+                    r"full weight \(([\d.]+) after a day; λ = 0.001 per minute", text)
     assert got, text
     minutes, fd, full = map(float, got.groups())
     assert minutes < 30 and fd < 0.01 and full == round(decay(1440), 3)

@@ -1,0 +1,109 @@
+"""Ratings people finish (issue 22, item 4): familiarity and trust prefilled from the user's last
+answers, optional reasons and a comment kept with the rating on the site (never on the chain), and
+what a rating on-chain did, in words."""
+
+from types import SimpleNamespace
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.test import Client
+
+from apps.chain.models import OutboxItem
+from apps.chat.conversations import begin_interaction, finish_interaction, start_conversation
+from apps.chat.models import Rating
+from apps.chat.ratings import prefill, queue_waiting, submit_rating, what_it_did
+from apps.chat.registry import ModelFields, register_model
+from tests.personas import PASSWORD, developer
+
+from .factories import make_contexts
+from .test_ratings import GOOD, answered, auto_eval_queued  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.django_db
+
+
+def another_answer(alice, model, context, prompt="And 3+3?"):
+    conv = start_conversation(alice, model, context)
+    turn = begin_interaction(alice, conv, prompt)
+    finish_interaction(turn, "6")
+    return turn
+
+
+def test_reasons_and_a_comment_are_kept_with_the_rating_and_never_sent(answered):
+    alice, interaction = answered
+    rating = submit_rating(alice, interaction, {**GOOD, "tags": ["accurate", "clear", "accurate"],
+                                                "comment": "  Short and right.  "})
+    assert (rating.tags, rating.comment) == (["accurate", "clear"], "Short and right.")
+    auto_eval_queued(interaction)
+    queue_waiting(interaction)
+    hum = OutboxItem.objects.get(function="humEval")
+    assert "tags" not in hum.payload and "comment" not in hum.payload
+    assert "Short and right" not in str(hum.payload)
+
+
+@pytest.mark.parametrize("extra, field", [({"tags": ["nonsense"]}, "tags"), ({"tags": "accurate"}, "tags"),
+                                         ({"comment": "x" * 1001}, "comment"), ({"comment": 5}, "comment")])
+def test_unknown_reasons_or_a_long_comment_are_refused_and_change_nothing(answered, extra, field):
+    alice, interaction = answered
+    with pytest.raises(ValidationError) as info:
+        submit_rating(alice, interaction, {**GOOD, **extra})
+    assert field in info.value.message_dict
+    assert not Rating.objects.exists()
+
+
+def test_the_form_posts_reasons_and_shows_them_after(answered):
+    alice, interaction = answered
+    client = Client()
+    client.login(username="alice", password=PASSWORD)
+    url = f"/chat/interactions/{interaction.pk}/rating"
+    form = client.get(url).content.decode()
+    assert 'name="tags" value="made-up"' in form and 'name="comment"' in form
+    assert "Keyboard: on a question, press 1 to 5" in form
+    shown = client.post(url, {**GOOD, "tags": ["made-up", "incomplete"], "comment": "It <b>guessed</b>."})
+    page = shown.content.decode()
+    assert shown.status_code == 200 and "Reasons: made-up, incomplete." in page
+    assert "It &lt;b&gt;guessed&lt;/b&gt;." in page  # escaped
+    assert Rating.objects.get().tags == ["made-up", "incomplete"]
+
+
+def test_the_api_takes_reasons_and_says_them_back(answered):
+    alice, interaction = answered
+    client = Client()
+    client.login(username="alice", password=PASSWORD)
+    made = client.post(f"/api/interactions/{interaction.pk}/rating",
+                       {**{k: int(v) for k, v in GOOD.items()}, "tags": ["unsafe"], "comment": "no"},
+                       content_type="application/json")
+    assert made.status_code == 201 and made.json()["tags"] == ["unsafe"] and made.json()["comment"] == "no"
+
+
+def test_familiarity_comes_from_the_context_and_trust_from_the_model(answered, settings, tmp_path):
+    alice, first = answered
+    assert prefill(alice, first) == {}
+    submit_rating(alice, first, {**GOOD, "familiarity": "5", "trust": "2"})
+    model, coding = first.conversation.model, first.conversation.context
+    same_model_same_context = another_answer(alice, model, coding)
+    assert prefill(alice, same_model_same_context) == {"familiarity": 5, "trust": 2}
+    other = register_model(developer("dora"), ModelFields(name="other", provider="p",
+                                                          endpoint_url="http://127.0.0.1:9/v1", endpoint_model="o"))
+    writing, = make_contexts("writing")
+    assert prefill(alice, another_answer(alice, other, coding)) == {"familiarity": 5}  # the topic, not the model
+    assert prefill(alice, another_answer(alice, model, writing)) == {"trust": 2}  # the model, not the topic
+    client = Client()
+    client.login(username="alice", password=PASSWORD)
+    form = client.get(f"/chat/interactions/{same_model_same_context.pk}/rating").content.decode()
+    assert 'class="likert prefilled" data-field="familiarity"' in form
+    assert 'name="familiarity" value="5" required checked' in form and 'name="trust" value="2" required checked' in form
+    assert "Prefilled with your last answer (5)" in form
+    assert 'name="reliability" value="4" required checked' not in form  # only those two are prefilled
+
+
+def test_what_a_rating_did_is_said_in_words(answered):
+    alice, interaction = answered
+    onchain = SimpleNamespace(wh=30 * 10**15, d_minutes=5 * 10**18)
+    moves = [{"context": "coding", "done": True, "r": (5 * 10**17, 512 * 10**15)}]
+    said = what_it_did(interaction, onchain, moves)
+    assert said.startswith("Your rating counted for 0.030 of a full rating (it came 5 minutes after your previous")
+    assert "moved m's reputation R in coding from 0.5000 to 0.5120 (+0.0120)" in said
+    first = what_it_did(interaction, SimpleNamespace(wh=6 * 10**17, d_minutes=1440 * 10**18),
+                        [{"context": "coding", "done": True, "r": (None, 55 * 10**16)}])
+    assert "counted for 0.600" in first and "set m's first reputation R in coding at 0.5500" in first
+    assert what_it_did(interaction, onchain, [{**moves[0], "done": False}]) == ""  # not known yet
