@@ -3,7 +3,8 @@
 
 The same model history is played in a context holding 1 model, in one holding 60 models and in
 a world with 40 more contexts; the gas of the model's *second* autoEval, humEval and
-updateReputation (receipt gasUsed) must agree within 2%. Ids have the same byte pattern in every
+updateReputation (receipt gasUsed), and of its third rating signed by the user and relayed through
+the ERC-2771 forwarder, must agree within 2%. Ids have the same byte pattern in every
 scenario and the human parts use the same answers after the same gaps, so calldata and the
 exp series cost the same.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 
+from apps.chain import metatx
 from tests.support import new_account
 
 pytestmark = pytest.mark.chain
@@ -21,6 +23,7 @@ CTX = {"1 model": b"\xc1" * 32, "60 models": b"\xc2" * 32, "60 models, 42 contex
 MODEL = {"1 model": b"\xa1" * 32, "60 models": b"\xa2" * 32, "60 models, 42 contexts": b"\xa3" * 32}
 FIRST = {"1 model": b"\x51" * 32, "60 models": b"\x52" * 32, "60 models, 42 contexts": b"\x53" * 32}
 SECOND = {"1 model": b"\x61" * 32, "60 models": b"\x62" * 32, "60 models, 42 contexts": b"\x63" * 32}
+THIRD = {"1 model": b"\x71" * 32, "60 models": b"\x72" * 32, "60 models, 42 contexts": b"\x73" * 32}
 FILLERS = [bytes([0xF0, k + 1]) * 16 for k in range(59)]
 EXTRA_CONTEXTS = [bytes([0xE0, k + 1]) * 16 for k in range(40)]
 SA, WA = 7 * 10**17, 6 * 10**17
@@ -91,6 +94,23 @@ def gas(driver, admin, oracle):
             out["humEval"][s] = at(t2, users[s], "humEval", SECOND[s], *ANSWERS).gas_used
             out["updateReputation"][s] = at(t2, oracle, "updateReputation", SECOND[s]).gas_used
             assert driver.view("reputation", "reputation", MODEL[s], CTX[s])[3:] == (2, 2)
+        # A third: its rating signed by the user and relayed through the forwarder (issue 21), the
+        # relayer's whole transaction (the forwarder's checks and the humEval it makes).
+        out["humEval relayed"] = {}
+        relayer = new_account()
+        driver.fund(relayer.address)
+        d = driver.deployment
+        t3 = t2 + 5_400
+        for s in SCENARIOS:
+            at(t3, oracle, "autoEval", *auto_row(THIRD[s], MODEL[s], CTX[s], users[s].address))
+            request = metatx.sign_request(metatx.ForwardRequest(
+                sender=users[s].address, to=d.reputation, gas=200_000, nonce=0, deadline=t3 + 3_600,
+                data=driver.ledger.abis["reputation"].fn("humEval").encode(THIRD[s], *ANSWERS)),
+                users[s].key, d.chainId, d.forwarder)
+            driver.set_next_timestamp(t3)
+            out["humEval relayed"][s] = driver.transact(relayer, "forwarder", "execute",
+                                                        metatx.request_tuple(request)).gas_used
+            assert driver.view("reputation", "interaction", THIRD[s])[8] is True  # humanDone
         print("\ngas of a model's second evaluation (receipt gasUsed):")
         for fn, by in out.items():
             print(f"  {fn:17s}" + "  ".join(f"{s}: {g:7d}" for s, g in by.items()))
@@ -99,7 +119,7 @@ def gas(driver, admin, oracle):
         driver.revert_to(snap)
 
 
-@pytest.mark.parametrize("function", ["autoEval", "humEval", "updateReputation"])
+@pytest.mark.parametrize("function", ["autoEval", "humEval", "updateReputation", "humEval relayed"])
 @pytest.mark.parametrize("crowded", ["60 models", "60 models, 42 contexts"])
 def test_gas_per_evaluation_does_not_grow_with_the_number_of_models(gas, function, crowded):
     small, big = gas[function]["1 model"], gas[function][crowded]
