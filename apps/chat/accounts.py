@@ -51,11 +51,12 @@ def check_sign_up(username: str, password: str | None, *, check_password: bool =
 
 
 def sign_up(username: str, password: str | None, *, role: str = "user", check_password: bool = True,
-            service: bool = False, invitation: str | None = None) -> User:
+            service: bool = False, invitation: str | None = None, share_prompts: bool = False) -> User:
     """Create the account with a fresh key, and queue its Identity registration by the registrar.
 
     `service=True` (the site's own accounts, `password=None`) makes an account nobody can log in to,
     under a reserved name. `invitation`: the code an admin gave, used up by this sign-up.
+    `share_prompts`: the user's consent to the public dataset (changeable on their account page).
     """
     check_sign_up(username, password, check_password=check_password, service=service)
     with transaction.atomic():
@@ -68,7 +69,9 @@ def sign_up(username: str, password: str | None, *, role: str = "user", check_pa
         if invite is not None:
             Invitation.objects.filter(pk=invite.pk).update(used_by=user, used_at=timezone.now())
         key = new_key(label=f"account:{user.username}")
-        Profile.objects.create(user=user, address=key.address, is_developer=role == "developer", is_service=service)
+        Profile.objects.create(user=user, address=key.address, is_developer=role == "developer", is_service=service,
+                               share_prompts=share_prompts,
+                               share_prompts_changed_at=timezone.now() if share_prompts else None)
         outbox.enqueue("register", admin_address(), {"account": key.address, "role": role})
     return user
 

@@ -23,6 +23,10 @@ class Profile(models.Model):
                                        help_text="Another account of the same person (set by an admin).")
     suspended_at = models.DateTimeField(null=True, blank=True)
     suspension_reason = models.CharField(max_length=300, blank=True)
+    # Whether the user lets their prompts, answers and ratings into the public dataset (never their
+    # name); asked at sign-up, changed on their account page.
+    share_prompts = models.BooleanField(default=False)
+    share_prompts_changed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     def __str__(self) -> str:

@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import json
+
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from apps.chain.models import Context, LedgerModel, OutboxItem
 from apps.chain.models import Interaction as LedgerInteraction
 from lib.reputation import GLOBAL_CONTEXT_ID
 
-from . import accounts, conversations, limits, ratings, registry
+from . import accounts, conversations, export, limits, ratings, registry
 from .health import chat_choices
-from .models import COMMENT_MAX, QUESTIONNAIRE, REASON_TAGS, Conversation, Interaction, RegisteredModel
+from .models import COMMENT_MAX, QUESTIONNAIRE, REASON_TAGS, Conversation, Interaction, Profile, RegisteredModel
 from .replay import replay_questions
 from .suggest import suggest
 
@@ -44,7 +48,8 @@ def signup(request):
             return response
         try:
             user = accounts.sign_up(request.POST.get("username", ""), request.POST.get("password", ""),
-                                    invitation=request.POST.get("invitation", "") if mode == "invite" else None)
+                                    invitation=request.POST.get("invitation", "") if mode == "invite" else None,
+                                    share_prompts=request.POST.get("share_prompts") == "1")
         except ValidationError as exc:
             errors, status = exc.message_dict, 400
         else:
@@ -303,3 +308,28 @@ def model_toggle(request, pk):
     except PermissionError as exc:
         raise PermissionDenied(str(exc)) from exc
     return redirect("model", model.pk)
+
+
+@login_required
+def account(request):
+    """The user's account: whether their prompts go into the public dataset, and their data to take away."""
+    profile = accounts.profile_of(request.user)
+    if request.method == "POST" and profile is not None:
+        share = request.POST.get("share_prompts") == "1"
+        if share != profile.share_prompts:
+            Profile.objects.filter(pk=profile.pk).update(share_prompts=share, share_prompts_changed_at=timezone.now())
+            messages.success(request, "Your prompts, answers and ratings now go into the public dataset (without your "
+                                      "name)." if share else "Your prompts, answers and ratings are no longer shared: "
+                                      "the next public export leaves them out.")
+        return redirect("account")
+    return render(request, "chat/account.html", {"profile": profile})
+
+
+@login_required
+def account_export(request):
+    """Everything the user gave, as one JSON file to download."""
+    body = json.dumps(export.user_data(request.user), indent=2, ensure_ascii=False)
+    response = HttpResponse(body, content_type="application/json; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="llmchain-{request.user.username}.json"'
+    return response
+

@@ -2,6 +2,7 @@ from django.urls import path
 
 from . import api
 from .views.board import board
+from .views.dataset import dataset, dataset_jsonl
 from .views.model import model_reputation
 from .views.replay import replay_line
 from .views.verify import verify
@@ -13,5 +14,7 @@ urlpatterns = [
     path("api/boards/<str:context_id>", api.BoardDetail.as_view(), name="api-board"),
     path("reputation/<str:model_id>/", model_reputation, name="model-reputation"),
     path("verify/", verify, name="board-verify"),
+    path("dataset/", dataset, name="dataset"),
+    path("dataset/export.jsonl", dataset_jsonl, name="dataset-jsonl"),
     path("boards/replay-progress", replay_line, name="replay-progress"),
 ]
