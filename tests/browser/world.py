@@ -59,7 +59,7 @@ class World:
                           ("evidence", f"/evidence/{self.evidence}/"), ("verify", "/verify/"),
                           ("metaeval", "/metaeval/"), ("report", "/annotate/report/"), ("login", "/login/"),
                           ("signup", "/signup/"), ("missing", "/no-such-page/")],
-            "alice": [("chat", "/chat/"), ("conversation", f"/chat/{self.conversation}/"),
+            "alice": [("chat", "/chat/"), ("conversation", f"/chat/{self.conversation}/"), ("account", "/account/"),
                       ("delete", f"/chat/{self.conversation}/delete")],
             "dave": [("model-form", "/models/new")],
             "erin": [("queue", "/annotate/")],
