@@ -38,6 +38,13 @@ def _rating(driver, rater, iid: bytes, *, nonce: int, deadline: int | None = Non
     return metatx.sign_request(request, (signer or rater).key, d.chainId, d.forwarder)
 
 
+def _relayer(driver):
+    """A funded account with no role and no registration: it only pays the gas."""
+    relayer = new_account()
+    driver.fund(relayer.address)
+    return relayer
+
+
 def _relay(driver, relayer, requests: list[ForwardRequest], *, atomic: bool = False):
     """executeBatch from `relayer`; not atomic: failed requests are skipped (refunds to the relayer)."""
     return driver.transact(relayer, "forwarder", "executeBatch", [metatx.request_tuple(r) for r in requests],
@@ -74,8 +81,7 @@ def test_a_relayer_with_no_role_submits_ratings_its_raters_signed_in_one_batch(f
     driver = fresh_chain
     raters = [world["user"], world["other_user"]]
     ids = [_interaction(driver, oracle, rater, n) for n, rater in enumerate(raters)]
-    relayer = new_account()  # no role, not registered: it only pays the gas
-    driver.fund(relayer.address)
+    relayer = _relayer(driver)  # no role, not registered: it only pays the gas
     requests = [_rating(driver, rater, iid, nonce=0) for rater, iid in zip(raters, ids)]
     receipt = _relay(driver, relayer, requests)
     assert receipt.status == 1
@@ -92,8 +98,7 @@ def test_a_replayed_request_changes_nothing(fresh_chain, world, oracle):
     driver = fresh_chain
     rater = world["user"]
     iid = _interaction(driver, oracle, rater, 5)
-    relayer = new_account()
-    driver.fund(relayer.address)
+    relayer = _relayer(driver)
     request = _rating(driver, rater, iid, nonce=0)
     _relay(driver, relayer, [request])
     before = driver.view("reputation", "interaction", iid)
@@ -110,8 +115,7 @@ def test_a_bad_request_in_a_batch_is_skipped_and_the_others_go_through(fresh_cha
     driver = fresh_chain
     good_rater, bad_rater = world["user"], world["other_user"]
     good_id, bad_id = _interaction(driver, oracle, good_rater, 6), _interaction(driver, oracle, bad_rater, 7)
-    relayer = new_account()
-    driver.fund(relayer.address)
+    relayer = _relayer(driver)
     if trick == "expired":
         bad = _rating(driver, bad_rater, bad_id, nonce=0, deadline=driver.latest_timestamp() - 1)
     elif trick == "signed by another":
@@ -136,8 +140,7 @@ def test_a_signed_request_the_contract_refuses_uses_its_nonce_and_is_reported_fa
     driver = fresh_chain
     owner, intruder = world["user"], world["other_user"]
     iid = _interaction(driver, oracle, owner, 8)
-    relayer = new_account()
-    driver.fund(relayer.address)
+    relayer = _relayer(driver)
     receipt = _relay(driver, relayer, [_rating(driver, intruder, iid, nonce=0)])
     assert receipt.status == 1 and not _rated(driver, iid)
     assert _executed(driver, receipt) == [(intruder.address.lower(), 0, False)]
@@ -148,8 +151,7 @@ def test_an_atomic_batch_with_a_bad_request_reverts_whole(fresh_chain, world, or
     driver = fresh_chain
     rater = world["user"]
     iid = _interaction(driver, oracle, rater, 9)
-    relayer = new_account()
-    driver.fund(relayer.address)
+    relayer = _relayer(driver)
     expired = _rating(driver, rater, iid, nonce=0, deadline=driver.latest_timestamp() - 1)
     expect_revert(lambda: _relay(driver, relayer, [expired], atomic=True), "ERC2771ForwarderExpiredRequest")
     assert not _rated(driver, iid)
@@ -168,8 +170,7 @@ def test_update_reputation_is_relayed_for_anyone(fresh_chain, world, oracle):
     driver = fresh_chain
     rater = world["user"]
     iid = _interaction(driver, oracle, rater, 11)
-    relayer = new_account()
-    driver.fund(relayer.address)
+    relayer = _relayer(driver)
     d = driver.deployment
     update = metatx.sign_request(ForwardRequest(
         sender=rater.address, to=d.reputation, gas=300_000, nonce=1, deadline=driver.latest_timestamp() + 3600,
@@ -201,8 +202,7 @@ def test_the_audit_replays_relayed_ratings_by_their_signers(fresh_chain, world, 
     driver = fresh_chain
     raters = [world["user"], world["other_user"]]
     ids = [_interaction(driver, oracle, rater, 20 + n) for n, rater in enumerate(raters)]
-    relayer = new_account()
-    driver.fund(relayer.address)
+    relayer = _relayer(driver)
     _relay(driver, relayer, [_rating(driver, rater, iid, nonce=driver.view("forwarder", "nonces", rater.address)[0],
                                      answers=(5, 4, 3, 2, 5, 1 + n))
                              for n, (rater, iid) in enumerate(zip(raters, ids))])
