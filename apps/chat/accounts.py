@@ -105,3 +105,11 @@ def same_person(a: int, b: int) -> bool:
     """Whether accounts `a` and `b` are one person: the same account, or linked by an admin."""
     pa, pb = person_of(a), person_of(b)
     return a == b or pa == pb or pa == b or pb == a
+
+
+def set_share_prompts(user, share: bool) -> bool:
+    """Record the user's consent to the public dataset (or its withdrawal), with when it changed;
+    False when it already was so (nothing changes)."""
+    return bool(Profile.objects.filter(user=user).exclude(share_prompts=share).update(
+        share_prompts=share, share_prompts_changed_at=timezone.now()))
+

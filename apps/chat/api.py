@@ -11,7 +11,6 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db.models import Exists, OuterRef, Prefetch
 from django.shortcuts import get_object_or_404
-from django.utils import timezone
 from drf_spectacular.extensions import OpenApiViewExtension
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, status
@@ -19,7 +18,6 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import SAFE_METHODS, AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
-from rest_framework.authtoken.models import Token
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.views import APIView
 
@@ -27,7 +25,7 @@ from apps.chain.models import Context, LedgerModel
 
 from . import conversations, ratings, registry
 from .gateway import Gateway
-from .limits import token_expiry
+from .limits import current_token, retry_after, token_expiry
 from .pagination import paginate
 from .health import models_for, running_models
 from .models import Conversation, Interaction, Rating, RegisteredModel
@@ -307,13 +305,9 @@ class TokenView(ObtainAuthToken):
             # django-axes marks the request it was given (this one) when the name is locked out here.
             if getattr(request, "axes_locked_out", False):
                 minutes = round(settings.AXES_COOLOFF_TIME * 60)
-                return Response({"detail": "Too many failed logins for this user name from your address: try "
-                                           f"again in {minutes} minutes. Nothing was changed."},
-                                status=status.HTTP_429_TOO_MANY_REQUESTS, headers={"Retry-After": str(minutes * 60)})
+                return retry_after(Response({"detail": "Too many failed logins for this user name from your address: "
+                                                       f"try again in {minutes} minutes. Nothing was changed."},
+                                            status=status.HTTP_429_TOO_MANY_REQUESTS), minutes * 60)
             return Response(serializer.errors, status=status.HTTP_400_BAD_REQUEST)
-        user = serializer.validated_data["user"]
-        token, _ = Token.objects.get_or_create(user=user)
-        if timezone.now() >= token_expiry(token):
-            token.delete()
-            token = Token.objects.create(user=user)
+        token = current_token(serializer.validated_data["user"])
         return Response({"token": token.key, "expires": token_expiry(token).isoformat()})

@@ -57,6 +57,15 @@ def token_expiry(token: Token) -> datetime.datetime:
     return token.created + datetime.timedelta(days=settings.LLMCHAIN_TOKEN_DAYS)
 
 
+def current_token(user) -> Token:
+    """The user's API token: the one they have while it is valid, else a new one."""
+    token, _ = Token.objects.get_or_create(user=user)
+    if timezone.now() >= token_expiry(token):
+        token.delete()
+        token = Token.objects.create(user=user)
+    return token
+
+
 class ExpiringTokenAuthentication(TokenAuthentication):
     """`Authorization: Token <key>`, refused once the token is older than LLMCHAIN_TOKEN_DAYS or its
     account cannot log in (a service account, a suspended one)."""
@@ -91,6 +100,12 @@ def take(scope: str, ident) -> float | None:
     else how many seconds until it would be."""
     rate = _Rate(scope, str(ident))
     return None if rate.allow_request(None, None) else (rate.wait() or 1.0)
+
+
+def retry_after(response, seconds: float):
+    """`response` (a 429) with the Retry-After header saying when to come back."""
+    response["Retry-After"] = str(max(1, round(seconds)))
+    return response
 
 
 def wait_words(seconds: float) -> str:

@@ -11,25 +11,13 @@ from django.db.models import Q
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from apps.chain import outbox
-from apps.chain.keys import admin_address
 from apps.chain.models import OutboxItem
 
 from . import roles
-from .accounts import registration_of
 from .models import Profile, Rating, RegisteredModel
 
 User = get_user_model()
 SUSPENDED = "the account was suspended by the site's operator"
-
-
-def _user_role_call(profile: Profile, function: str) -> OutboxItem:
-    """grantRole/revokeRole of USER_ROLE, keyed as roles.py keys role changes (the n-th change), after
-    the account's registration and its previous change of that role."""
-    earlier = roles.role_calls("user", profile.address)
-    return outbox.enqueue(function, admin_address(), {"role": "user", "account": profile.address},
-                          key=roles.role_call_key(function, "user", profile.address, earlier.count()),
-                          depends_on=earlier.last() or registration_of(profile.address))
 
 
 def suspend_account(user, reason: str = "") -> bool:
@@ -48,7 +36,7 @@ def suspend_account(user, reason: str = "") -> bool:
             status=OutboxItem.Status.FAILED, last_error=SUSPENDED)
         waiting.filter(Q(hum_item=None) | Q(hum_item__status=OutboxItem.Status.FAILED)).update(
             status=Rating.Status.FAILED, error=SUSPENDED)
-        _user_role_call(profile, "revokeRole")
+        roles.queue_role_call(profile.address, "user", "revokeRole")
     return True
 
 
@@ -59,7 +47,7 @@ def reinstate_account(user) -> bool:
             return False
         Profile.objects.filter(pk=profile.pk).update(suspended_at=None, suspension_reason="")
         User.objects.filter(pk=user.pk).update(is_active=True)
-        _user_role_call(profile, "grantRole")
+        roles.queue_role_call(profile.address, "user", "grantRole")
     return True
 
 

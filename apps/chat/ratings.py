@@ -11,7 +11,7 @@ from django.db.models import Q
 
 from apps.chain import outbox
 from apps.chain.client import ChainError
-from apps.chain.ledger import default_ledger
+from apps.chain.ledger import default_ledger, deployment_lambda
 from apps.chain.models import Interaction as LedgerInteraction
 from apps.chain.models import OutboxItem, ReputationChange
 from lib.reputation import GLOBAL_CONTEXT_ID, decay_factor, likert_ok, minutes_since
@@ -138,7 +138,7 @@ def weight_preview(address: str) -> dict | None:
         first = not last
         if first:
             last, = ledger.view("identity", "registeredAt", address)
-        lam = ledger.lambda_wad  # the deployment's lambda, as the contract will use it
+        lam, _ = deployment_lambda()  # as the contract will use it (read once per deployment)
     except (ChainError, FileNotFoundError, ValueError) as exc:
         log.info("no weight preview: %s", exc)
         return None

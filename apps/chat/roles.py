@@ -56,12 +56,17 @@ def role_dependency(account: str, role: str = "developer") -> OutboxItem | None:
     dependency could reach the chain first and be refused.
     """
     account = to_checksum_address(account)
-    if role in ROLE_FLAGS:
-        pending = role_calls(role, account).filter(
-            status__in=(OutboxItem.Status.PENDING, OutboxItem.Status.SIGNED)).last()
-        if pending is not None:
-            return pending
-    return registration_of(account)
+    pending = role_calls(role, account).filter(status__in=(OutboxItem.Status.PENDING, OutboxItem.Status.SIGNED)).last()
+    return pending if pending is not None else registration_of(account)
+
+
+def queue_role_call(account: str, role: str, function: str) -> OutboxItem:
+    """Queue grantRole/revokeRole of `role` for `account` from the admin: keyed as its n-th change,
+    after the role's previous change still on its way (or the account's registration)."""
+    account = to_checksum_address(account)
+    n = role_calls(role, account).count()  # earlier changes of this role for this account
+    return outbox.enqueue(function, admin_address(), {"role": role, "account": account},
+                          depends_on=role_dependency(account, role), key=role_call_key(function, role, account, n))
 
 
 def _flag(role: str) -> str:
@@ -79,13 +84,9 @@ def _change(profile: Profile, role: str, holds: bool) -> OutboxItem | None:
         if getattr(locked, flag) == holds:
             setattr(profile, flag, holds)
             return None  # already so: nothing to queue
-        account = to_checksum_address(locked.address)
-        n = role_calls(role, account).count()  # earlier changes of this role for this account
         setattr(locked, flag, holds)
         locked.save(update_fields=[flag])
-        item = outbox.enqueue(function, admin_address(), {"role": role, "account": account},
-                              depends_on=role_dependency(account, role),
-                              key=role_call_key(function, role, account, n))
+        item = queue_role_call(locked.address, role, function)
     setattr(profile, flag, holds)
     return item
 

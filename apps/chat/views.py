@@ -12,7 +12,6 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from apps.chain.models import Context, LedgerModel, OutboxItem
@@ -21,7 +20,7 @@ from lib.reputation import GLOBAL_CONTEXT_ID
 
 from . import accounts, conversations, export, limits, ratings, registry
 from .health import chat_choices
-from .models import COMMENT_MAX, QUESTIONNAIRE, REASON_TAGS, Conversation, Interaction, Profile, RegisteredModel
+from .models import COMMENT_MAX, QUESTIONNAIRE, REASON_TAGS, Conversation, Interaction, RegisteredModel
 from .replay import replay_questions
 from .suggest import suggest
 
@@ -41,11 +40,8 @@ def signup(request):
         wait = limits.take("signups", limits.client_ip(request))
         if wait is not None:
             errors = {"form": [f"Too many sign-ups from your address: try again in {limits.wait_words(wait)}."]}
-            response = render(request, "registration/signup.html", {"errors": errors, "mode": mode,
-                                                                     "username": request.POST.get("username", "")},
-                              status=429)
-            response["Retry-After"] = str(max(1, round(wait)))
-            return response
+            return limits.retry_after(render(request, "registration/signup.html", {
+                "errors": errors, "mode": mode, "username": request.POST.get("username", "")}, status=429), wait)
         try:
             user = accounts.sign_up(request.POST.get("username", ""), request.POST.get("password", ""),
                                     invitation=request.POST.get("invitation", "") if mode == "invite" else None,
@@ -316,8 +312,7 @@ def account(request):
     profile = accounts.profile_of(request.user)
     if request.method == "POST" and profile is not None:
         share = request.POST.get("share_prompts") == "1"
-        if share != profile.share_prompts:
-            Profile.objects.filter(pk=profile.pk).update(share_prompts=share, share_prompts_changed_at=timezone.now())
+        if accounts.set_share_prompts(request.user, share):
             messages.success(request, "Your prompts, answers and ratings now go into the public dataset (without your "
                                       "name)." if share else "Your prompts, answers and ratings are no longer shared: "
                                       "the next public export leaves them out.")

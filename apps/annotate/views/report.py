@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import Count, Max
 from django.shortcuts import render
 
-from apps.chat.limits import RebuildLimited, cached_build, rebuild_allowance
+from apps.chat.limits import RebuildLimited, cached_build, rebuild_allowance, retry_after
 
 from ..models import Debate, DebateTurn, ExpertVerdict
 from ..queue import agreement_by_scenario
@@ -39,7 +39,5 @@ def report(request):
     try:
         built, stale = cached_build("annotate:report", data_version(), _build, rebuild_allowance(request))
     except RebuildLimited as exc:
-        response = render(request, "annotate/report_limited.html", {"limited": str(exc)}, status=429)
-        response["Retry-After"] = str(max(1, round(exc.wait)))
-        return response
+        return retry_after(render(request, "annotate/report_limited.html", {"limited": str(exc)}, status=429), exc.wait)
     return render(request, "annotate/report.html", {**built, "stale": stale, "debate_name": DEBATE})

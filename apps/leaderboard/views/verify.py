@@ -9,7 +9,7 @@ from django.shortcuts import render
 
 from apps.chain.client import ChainError
 from apps.chain.ledger import default_ledger
-from apps.chat.limits import RebuildLimited, cached_build, rebuild_allowance
+from apps.chat.limits import RebuildLimited, cached_build, rebuild_allowance, retry_after
 from lib.reputation import GLOBAL_CONTEXT_ID
 
 from .. import boards, entries
@@ -48,9 +48,7 @@ def verify(request):
             f"{head}:{entries.version(context_id)}", lambda: _check(ledger, context_id),
             rebuild_allowance(request), timeout=600)
     except RebuildLimited as exc:
-        response = render(request, "leaderboard/verify.html", {"limited": str(exc)}, status=429)
-        response["Retry-After"] = str(max(1, round(exc.wait)))
-        return response
+        return retry_after(render(request, "leaderboard/verify.html", {"limited": str(exc)}, status=429), exc.wait)
     except (ChainError, VerifyError, FileNotFoundError) as exc:
         log.warning("verify: the chain cannot be read: %s", exc)  # the node's address stays in the log
         return render(request, "leaderboard/verify.html", {"error": True}, status=503)
