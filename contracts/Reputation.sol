@@ -15,6 +15,8 @@ import {Identity} from "./Identity.sol";
 ///         Calls may come directly or through the trusted ERC-2771 forwarder (OpenZeppelin's
 ///         ERC2771Forwarder, set at deployment): a relayer submits requests their senders signed
 ///         (EIP-712), and every sender check reads `_msgSender()`, the request's signer.
+///         Arena battles (two anonymous answers to one prompt) are attested by the oracle and
+///         voted on by their user; they are recorded, and move no reputation.
 contract Reputation is ERC2771Context {
     // ------------------------------------------------------------------------------------
     // Constants (Table I of the paper; the same names as lib/reputation.py)
@@ -86,6 +88,23 @@ contract Reputation is ERC2771Context {
         bool exists;
     }
 
+    /// An arena battle: two interactions of one user in one context, by two models. The models,
+    /// the context and the user are the interactions'; the user is kept to check a vote in one read.
+    struct Battle {
+        // slot 0, 1
+        bytes32 interactionA;
+        bytes32 interactionB;
+        // slot 2
+        address user; // zero = unknown battle
+        bool voided; // an answer named its own model: a vote is recorded, not counted
+        uint8 outcome; // 0 = no vote yet, else OUTCOME_A_BETTER..OUTCOME_BOTH_BAD
+    }
+
+    uint8 internal constant OUTCOME_A_BETTER = 1;
+    uint8 internal constant OUTCOME_B_BETTER = 2;
+    uint8 internal constant OUTCOME_TIE = 3;
+    uint8 internal constant OUTCOME_BOTH_BAD = 4;
+
     uint256 private constant MASK64 = type(uint64).max;
     uint256 private constant MAX_N_AUTO = type(uint32).max;
     uint256 private constant MAX_N_HUMAN = (1 << 31) - 1;
@@ -108,6 +127,9 @@ contract Reputation is ERC2771Context {
     uint32 public contextCount;
     /// Number of models.
     uint32 public modelCount;
+
+    mapping(bytes32 battleId => Battle) private _battles;
+    mapping(bytes32 interactionId => bytes32 battleId) private _battleOf; // zero = in no battle
 
     // ------------------------------------------------------------------------------------
     // Errors
@@ -133,6 +155,17 @@ contract Reputation is ERC2771Context {
     error CounterOverflow();
     error NotModelOwner(bytes32 modelId, address account);
     error EmptyCid();
+    error ZeroBattleId(); // 0 is battleOf's "in no battle"
+    error BattleExists(bytes32 battleId);
+    error SameInteraction(bytes32 interactionId);
+    error DifferentUsers(address userA, address userB);
+    error DifferentContexts(bytes32 contextA, bytes32 contextB);
+    error SameModel(bytes32 modelId);
+    error InteractionInBattle(bytes32 interactionId, bytes32 battleId);
+    error UnknownBattle(bytes32 battleId);
+    error NotBattleUser();
+    error AlreadyVoted();
+    error OutcomeOutOfRange();
 
     // ------------------------------------------------------------------------------------
     // Events (an indexer rebuilds every score from these alone)
@@ -165,6 +198,19 @@ contract Reputation is ERC2771Context {
         uint64 nAuto,
         uint64 nHuman
     );
+    /// An arena battle the oracle attests: two answers of two models to one prompt of `user`.
+    event BattleOpened(
+        bytes32 indexed battleId,
+        bytes32 indexed contextId,
+        bytes32 modelA,
+        bytes32 modelB,
+        bytes32 interactionA,
+        bytes32 interactionB,
+        address user,
+        bool voided
+    );
+    /// The user's vote on a battle; `counted` is false when the battle is voided.
+    event Voted(bytes32 indexed battleId, address indexed user, uint8 outcome, bool counted);
 
     constructor(LLMChainAccess access_, Identity identity_, address trustedForwarder_, uint256 lambdaWad_)
         ERC2771Context(trustedForwarder_)
@@ -324,6 +370,50 @@ contract Reputation is ERC2771Context {
     }
 
     // ------------------------------------------------------------------------------------
+    // Arena battles
+    // ------------------------------------------------------------------------------------
+    /// @notice Attests that two interactions answered one prompt of their user in an arena
+    ///         battle; ORACLE_ROLE only (the contract cannot see prompts). The interactions must be
+    ///         of one user and one context, by two models, and in no other battle. `voided`: an
+    ///         answer named its own model, so a vote on the battle is recorded but not counted.
+    function openBattle(bytes32 battleId, bytes32 interactionA, bytes32 interactionB, bool voided)
+        external
+        onlyRole(ORACLE_ROLE)
+    {
+        _openBattle(battleId, interactionA, interactionB, voided);
+    }
+
+    /// @notice `openBattle` for many battles, all or nothing.
+    function openBattleBatch(
+        bytes32[] calldata battleIds,
+        bytes32[] calldata interactionsA,
+        bytes32[] calldata interactionsB,
+        bool[] calldata voided
+    ) external onlyRole(ORACLE_ROLE) {
+        uint256 len = battleIds.length;
+        if (interactionsA.length != len || interactionsB.length != len || voided.length != len) {
+            revert LengthMismatch();
+        }
+        for (uint256 i = 0; i < len; ++i) {
+            _openBattle(battleIds[i], interactionsA[i], interactionsB[i], voided[i]);
+        }
+    }
+
+    /// @notice The battle's user votes once: 1 = A better, 2 = B better, 3 = tie, 4 = both bad.
+    ///         No role check beyond the user's own USER_ROLE (a suspended account votes nothing).
+    function vote(bytes32 battleId, uint8 outcome) external {
+        Battle storage b = _battles[battleId];
+        address user = b.user;
+        if (user == address(0)) revert UnknownBattle(battleId);
+        if (_msgSender() != user) revert NotBattleUser();
+        if (!access.hasRole(USER_ROLE, user)) revert NotAUser(user);
+        if (b.outcome != 0) revert AlreadyVoted();
+        if (outcome < OUTCOME_A_BETTER || outcome > OUTCOME_BOTH_BAD) revert OutcomeOutOfRange();
+        b.outcome = outcome;
+        emit Voted(battleId, user, outcome, !b.voided);
+    }
+
+    // ------------------------------------------------------------------------------------
     // Views
     // ------------------------------------------------------------------------------------
     /// @notice The REP of a model in a context; all zero when it has none there.
@@ -375,6 +465,43 @@ contract Reputation is ERC2771Context {
 
     function interactionExists(bytes32 interactionId) external view returns (bool) {
         return _interactions[interactionId].user != address(0);
+    }
+
+    /// @notice A battle as recorded; all zero when unknown. `outcome` is 0 until the vote.
+    function battle(bytes32 battleId)
+        external
+        view
+        returns (
+            bytes32 contextId,
+            bytes32 modelA,
+            bytes32 modelB,
+            bytes32 interactionA,
+            bytes32 interactionB,
+            address user,
+            bool voided,
+            uint8 outcome,
+            bool voted
+        )
+    {
+        Battle storage b = _battles[battleId];
+        if (b.user == address(0)) return (0, 0, 0, 0, 0, address(0), false, 0, false);
+        Interaction storage itA = _interactions[b.interactionA];
+        return (
+            _contextIdAt[itA.contextIndex],
+            _modelIdAt[itA.modelIndex],
+            _modelIdAt[_interactions[b.interactionB].modelIndex],
+            b.interactionA,
+            b.interactionB,
+            b.user,
+            b.voided,
+            b.outcome,
+            b.outcome != 0
+        );
+    }
+
+    /// @notice The battle an interaction is in (zero when none).
+    function battleOf(bytes32 interactionId) external view returns (bytes32) {
+        return _battleOf[interactionId];
     }
 
     /// @notice Running sums of a context: the number of models holding a REP there and the sums
@@ -513,6 +640,47 @@ contract Reputation is ERC2771Context {
 
         _autoMove(interactionId, modelId, contextId, c, hasReference, sA, wA);
         _autoMove(interactionId, modelId, GLOBAL_CONTEXT, _contexts[GLOBAL_CONTEXT], hasReference, sA, wA);
+    }
+
+    function _openBattle(bytes32 battleId, bytes32 interactionA, bytes32 interactionB, bool voided) private {
+        if (battleId == bytes32(0)) revert ZeroBattleId();
+        Battle storage b = _battles[battleId];
+        if (b.user != address(0)) revert BattleExists(battleId);
+        Interaction storage itA = _interactions[interactionA];
+        Interaction storage itB = _interactions[interactionB];
+        address user = itA.user;
+        if (user == address(0)) revert UnknownInteraction(interactionA);
+        if (itB.user == address(0)) revert UnknownInteraction(interactionB);
+        if (interactionA == interactionB) revert SameInteraction(interactionA);
+        if (itB.user != user) revert DifferentUsers(user, itB.user);
+        uint32 contextIndex = itA.contextIndex;
+        if (itB.contextIndex != contextIndex) {
+            revert DifferentContexts(_contextIdAt[contextIndex], _contextIdAt[itB.contextIndex]);
+        }
+        uint32 modelIndexA = itA.modelIndex;
+        uint32 modelIndexB = itB.modelIndex;
+        if (modelIndexA == modelIndexB) revert SameModel(_modelIdAt[modelIndexA]);
+        bytes32 other = _battleOf[interactionA];
+        if (other != bytes32(0)) revert InteractionInBattle(interactionA, other);
+        other = _battleOf[interactionB];
+        if (other != bytes32(0)) revert InteractionInBattle(interactionB, other);
+
+        b.interactionA = interactionA;
+        b.interactionB = interactionB;
+        b.user = user;
+        b.voided = voided;
+        _battleOf[interactionA] = battleId;
+        _battleOf[interactionB] = battleId;
+        emit BattleOpened(
+            battleId,
+            _contextIdAt[contextIndex],
+            _modelIdAt[modelIndexA],
+            _modelIdAt[modelIndexB],
+            interactionA,
+            interactionB,
+            user,
+            voided
+        );
     }
 
     /// `_ensure_rep` then, with a reference, `_move(rep, ctx, "ra", sA, wA)` and nAuto += 1.

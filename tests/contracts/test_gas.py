@@ -4,9 +4,10 @@
 The same model history is played in a context holding 1 model, in one holding 60 models and in
 a world with 40 more contexts; the gas of the model's *second* autoEval, humEval and
 updateReputation (receipt gasUsed), and of its third rating signed by the user and relayed through
-the ERC-2771 forwarder, must agree within 2%. Ids have the same byte pattern in every
-scenario and the human parts use the same answers after the same gaps, so calldata and the
-exp series cost the same.
+the ERC-2771 forwarder, must agree within 2%. So must an arena battle of the model against a
+filler (issue 22: `openBattle`, which brings the small context to 2 models, and the user's `vote`,
+direct and relayed). Ids have the same byte pattern in every scenario and the human parts use the
+same answers after the same gaps, so calldata and the exp series cost the same.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ MODEL = {"1 model": b"\xa1" * 32, "60 models": b"\xa2" * 32, "60 models, 42 cont
 FIRST = {"1 model": b"\x51" * 32, "60 models": b"\x52" * 32, "60 models, 42 contexts": b"\x53" * 32}
 SECOND = {"1 model": b"\x61" * 32, "60 models": b"\x62" * 32, "60 models, 42 contexts": b"\x63" * 32}
 THIRD = {"1 model": b"\x71" * 32, "60 models": b"\x72" * 32, "60 models, 42 contexts": b"\x73" * 32}
+# Two arena battles per scenario, each of two interactions (the model's and the first filler's).
+ARENA = {s: [bytes([0x81 + 0x10 * k + n]) * 32 for k in range(6)] for n, s in enumerate(SCENARIOS)}
 FILLERS = [bytes([0xF0, k + 1]) * 16 for k in range(59)]
 EXTRA_CONTEXTS = [bytes([0xE0, k + 1]) * 16 for k in range(40)]
 SA, WA = 7 * 10**17, 6 * 10**17
@@ -111,6 +114,27 @@ def gas(driver, admin, oracle):
             out["humEval relayed"][s] = driver.transact(relayer, "forwarder", "execute",
                                                         metatx.request_tuple(request)).gas_used
             assert driver.view("reputation", "interaction", THIRD[s])[8] is True  # humanDone
+        # Arena battles (issue 22): the model against the first filler on one prompt of the user; the
+        # first battle's vote sent by the user, the second's signed by the user and relayed.
+        out["openBattle"], out["vote"], out["vote relayed"] = {}, {}, {}
+        t4 = t3 + 5_400
+        for s in SCENARIOS:
+            first, second, a1, b1, a2, b2 = ARENA[s]
+            rows = [auto_row(iid, model, CTX[s], users[s].address)
+                    for iid, model in ((a1, MODEL[s]), (b1, FILLERS[0]), (a2, MODEL[s]), (b2, FILLERS[0]))]
+            driver.set_next_timestamp(t4)
+            driver.transact(oracle, "reputation", "autoEvalBatch", *[list(c) for c in zip(*rows)], gas=GAS)
+            out["openBattle"][s] = at(t4, oracle, "openBattle", first, a1, b1, False).gas_used
+            at(t4, oracle, "openBattle", second, a2, b2, False)
+            out["vote"][s] = at(t4, users[s], "vote", first, 1).gas_used
+            request = metatx.sign_request(metatx.ForwardRequest(
+                sender=users[s].address, to=d.reputation, gas=100_000, nonce=1, deadline=t4 + 3_600,
+                data=driver.ledger.abis["reputation"].fn("vote").encode(second, 2)),
+                users[s].key, d.chainId, d.forwarder)
+            driver.set_next_timestamp(t4)
+            out["vote relayed"][s] = driver.transact(relayer, "forwarder", "execute",
+                                                     metatx.request_tuple(request)).gas_used
+            assert [driver.view("reputation", "battle", b)[7] for b in (first, second)] == [1, 2]  # outcomes
         print("\ngas of a model's second evaluation (receipt gasUsed):")
         for fn, by in out.items():
             print(f"  {fn:17s}" + "  ".join(f"{s}: {g:7d}" for s, g in by.items()))
@@ -119,7 +143,8 @@ def gas(driver, admin, oracle):
         driver.revert_to(snap)
 
 
-@pytest.mark.parametrize("function", ["autoEval", "humEval", "updateReputation", "humEval relayed"])
+@pytest.mark.parametrize("function", ["autoEval", "humEval", "updateReputation", "humEval relayed",
+                                      "openBattle", "vote", "vote relayed"])
 @pytest.mark.parametrize("crowded", ["60 models", "60 models, 42 contexts"])
 def test_gas_per_evaluation_does_not_grow_with_the_number_of_models(gas, function, crowded):
     small, big = gas[function]["1 model"], gas[function][crowded]
