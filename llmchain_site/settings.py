@@ -244,6 +244,15 @@ LLMCHAIN_DEV_CHAIN = env_bool("LLMCHAIN_DEV_CHAIN", DEBUG and urlsplit(LLMCHAIN_
 LLMCHAIN_ADMIN_KEY = os.environ.get("LLMCHAIN_ADMIN_KEY", ANVIL_DEV_KEY)
 # Key that signs oracle transactions (autoEval); the admin's by default on a laptop.
 LLMCHAIN_ORACLE_KEY = os.environ.get("LLMCHAIN_ORACLE_KEY", LLMCHAIN_ADMIN_KEY)
+# The relayer: pays the gas of the ratings its raters signed (ERC-2771 requests, relayed in batches
+# through the forwarder) and sends the batched updateReputation calls. "": the oracle's key.
+LLMCHAIN_RELAYER_KEY = os.environ.get("LLMCHAIN_RELAYER_KEY", "")
+# Ratings relayed as signed requests ("auto": whenever the deployment has a forwarder; "0": every
+# rating is a direct humEval from its rater's address, as before the forwarder).
+LLMCHAIN_RELAY = os.environ.get("LLMCHAIN_RELAY", "auto")
+# How long a signed request stays valid (its deadline); an expired one is signed again for a
+# custodial rater, and a wallet user is asked to sign again.
+LLMCHAIN_RELAY_DEADLINE_S = int(os.environ.get("LLMCHAIN_RELAY_DEADLINE_S", str(24 * 3600)))
 LLMCHAIN_DEPLOYMENT = Path(os.environ.get("LLMCHAIN_DEPLOYMENT", VAR_DIR / "deployment.json"))
 LLMCHAIN_CHAIN_DIR = Path(os.environ.get("LLMCHAIN_CHAIN_DIR", VAR_DIR / "chain"))
 # "auto": priced when the node reports a base fee, free otherwise; or a fixed price in wei.

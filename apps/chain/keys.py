@@ -42,7 +42,8 @@ def new_key(label: str = "") -> SigningKey:
 
 
 def operator_accounts() -> dict[str, LocalAccount]:
-    accounts = [Account.from_key(settings.LLMCHAIN_ADMIN_KEY), Account.from_key(settings.LLMCHAIN_ORACLE_KEY)]
+    accounts = [Account.from_key(k) for k in (settings.LLMCHAIN_ADMIN_KEY, settings.LLMCHAIN_ORACLE_KEY,
+                                              relayer_key())]
     return {a.address: a for a in accounts}
 
 
@@ -71,6 +72,15 @@ def admin_address() -> str:
 
 def oracle_address() -> str:
     return Account.from_key(settings.LLMCHAIN_ORACLE_KEY).address
+
+
+def relayer_key() -> str:
+    """The relayer's key: LLMCHAIN_RELAYER_KEY, or the oracle's when it is not set."""
+    return settings.LLMCHAIN_RELAYER_KEY or settings.LLMCHAIN_ORACLE_KEY
+
+
+def relayer_address() -> str:
+    return Account.from_key(relayer_key()).address
 
 
 def rekey_signing_keys() -> int:

@@ -94,6 +94,14 @@ CALLS: dict[str, CallSpec] = {
                                  "updateReputationBatch", 90_000),
 }
 
+# Calls a rater may sign as an ERC-2771 request for the relayer to send through the forwarder
+# (apps/chain/relay.py), with the gas each request gives its call.
+RELAYABLE: dict[str, int] = {"humEval": 200_000}
+# Per request in an executeBatch: the call (humEval <= 113k) plus the forwarder's share (signature
+# recovery, nonce, event, calldata: ~38k measured for one execute) with room to spare; a batch that
+# still runs out is retried with more, then one request at a time.
+RELAY_ITEM_GAS = 170_000
+
 # Limits sit well above the measured use (contracts/README.md: autoEval <= 206k creating a REP,
 # humEval <= 113k, updateReputation <= 64k, updateModelMetadata <= 32k with a 200-character CID);
 # a call that still runs out is retried with more.
@@ -138,6 +146,23 @@ class Ledger:
             data = abi.fn(spec.batch).encode(*columns)
             gas = BATCH_BASE_GAS + spec.batch_gas_per_item * len(payloads)
         return self.address(spec.contract), data, gas
+
+    def request_calldata(self, function: str, payload: dict) -> tuple[str, bytes]:
+        """(to, data) of the call a relayed request makes: what its signer signs."""
+        spec = CALLS[function]
+        return self.address(spec.contract), self.abis[spec.contract].fn(function).encode(*spec.args(payload))
+
+    def relay_calldata(self, requests: list, refund_receiver: str) -> tuple[str, bytes, int]:
+        """(forwarder, data, gas) of one executeBatch relaying signed `requests` (metatx.ForwardRequest).
+        With a refund receiver the batch is not atomic: a request that is invalid (expired, its nonce
+        used, a bad signature) is skipped, and one whose call reverts is executed with success=false;
+        either way the others go on. Which did what is read from the ExecutedForwardRequest events."""
+        from .metatx import request_tuple
+
+        data = self.abis["forwarder"].fn("executeBatch").encode([request_tuple(r) for r in requests],
+                                                               refund_receiver)
+        gas = BATCH_BASE_GAS + RELAY_ITEM_GAS * len(requests) + max(r.gas for r in requests)
+        return self.address("forwarder"), data, gas
 
     # -- reads ---------------------------------------------------------------------------------
     def view(self, contract: str, function: str, *args: Any, block: str | int = "latest") -> tuple:

@@ -101,6 +101,13 @@ class OutboxItem(models.Model):
                                    related_name="dependents")
     transaction = models.ForeignKey(ChainTransaction, null=True, blank=True, on_delete=models.SET_NULL,
                                     related_name="items")
+    # A call relayed through the forwarder: its signer (the rater; the lane is the relayer's) and the
+    # ERC-2771 request they signed (metatx.to_json), stored before it is relayed.
+    signer = models.CharField(max_length=42, blank=True, db_index=True)
+    request = models.JSONField(null=True, blank=True)
+    # The signer's forwarder nonce the request holds (or used up): two requests of one signer never
+    # hold the same one. None while a request is to be signed again, and for one that never used it.
+    relay_nonce = models.BigIntegerField(null=True, blank=True)
     solo = models.BooleanField(default=False)  # never batch (set after a batch reverted)
     duplicate = models.BooleanField(default=False)  # found already applied on-chain
     attempts = models.PositiveIntegerField(default=0)
@@ -110,6 +117,8 @@ class OutboxItem(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["status", "sender_address", "id"])]
+        constraints = [models.UniqueConstraint(fields=["signer", "relay_nonce"], condition=models.Q(
+            relay_nonce__isnull=False), name="one_request_per_signer_nonce")]
 
     def __str__(self) -> str:
         return f"{self.key} {self.status}"

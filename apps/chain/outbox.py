@@ -7,14 +7,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import time
+
 from django.db import IntegrityError, transaction
 from eth_utils import is_checksum_address, keccak, to_checksum_address
 
 from lib.ids import is_hex32
 from lib.reputation import WAD, likert_ok
 
-from . import work
-from .ledger import CALLS, GRANTABLE_ROLES, HUM_FIELDS
+from . import relay, work
+from .keys import relayer_address
+from .ledger import CALLS, GRANTABLE_ROLES, HUM_FIELDS, RELAYABLE
+from .metatx import ForwardRequest, recover_signer, to_json
 from .models import OutboxItem
 
 CHANNEL = "chain-submit"  # `manage.py runworker chain-submit` (consumers.SubmitConsumer)
@@ -28,6 +32,10 @@ class InvalidCall(ValueError):
 
 class ConflictingCall(InvalidCall):
     """A call with the same idempotency key but different arguments is already queued."""
+
+
+class NonceTaken(InvalidCall):
+    """Another request of the same signer holds this forwarder nonce: sign again with the next one."""
 
 
 def _id(payload: dict, name: str) -> str:
@@ -130,22 +138,74 @@ def idempotency_key(function: str, payload: dict) -> str:
     return f"{function}:{payload[subject]}"
 
 
+def check_request(function: str, sender: str, clean: dict, request: ForwardRequest) -> None:
+    """InvalidCall unless `request` is `sender`'s signed request for exactly this call, to the
+    deployed Reputation contract through its forwarder, and not expired."""
+    if function not in RELAYABLE:
+        raise InvalidCall(f"{function} is not relayed; send it directly")
+    dep = relay.deployment()
+    if dep is None or not dep.forwarder:
+        raise InvalidCall("this deployment has no forwarder to relay signed requests through")
+    if _address(request.sender, "the request's sender") != sender:
+        raise InvalidCall("the request is made out for another account")
+    if _address(request.to, "the request's target").lower() != dep.reputation.lower():
+        raise InvalidCall("the request calls another contract than this site's Reputation contract")
+    if request.data != relay.call_data(function, clean):
+        raise InvalidCall("the request does not carry this call with these answers")
+    if request.value != 0 or request.gas < RELAYABLE[function] or request.nonce < 0:
+        raise InvalidCall(f"the request must send no value and give its call at least {RELAYABLE[function]} gas")
+    if request.deadline <= time.time():
+        raise InvalidCall("the request has expired: sign it again")
+    try:
+        signer = recover_signer(request, dep.chainId, dep.forwarder)
+    except Exception as exc:  # noqa: BLE001 - any malformed signature is the same refusal
+        raise InvalidCall("the request's signature is malformed") from exc
+    if signer != sender:
+        raise InvalidCall("the request is not signed by the account it names")
+
+
 def enqueue(function: str, sender: str, payload: dict, *, depends_on: OutboxItem | None = None,
-            key: str | None = None) -> OutboxItem:
+            key: str | None = None, request: ForwardRequest | None = None) -> OutboxItem:
     """Queue one contract call from `sender`. Queuing the same call twice returns the first row.
+    With `request` (the call signed by `sender` as an ERC-2771 request), the relayer sends it
+    through the forwarder: the row is in the relayer's lane and keeps the signed request.
     A new row wakes the submitter's consumer once it is committed."""
     clean = check_call(function, payload)
     if not is_checksum_address(sender):
         sender = _address(sender, "sender")
     key = key or idempotency_key(function, clean)
+    fields = {"sender_address": sender}
+    if request is not None:
+        check_request(function, sender, clean, request)
+        fields = {"sender_address": relayer_address(), "signer": sender, "request": to_json(request),
+                  "relay_nonce": request.nonce}
     try:
         with transaction.atomic():
-            item = OutboxItem.objects.create(function=function, sender_address=sender, key=key,
-                                             payload=clean, depends_on=depends_on)
+            item = OutboxItem.objects.create(function=function, key=key, payload=clean, depends_on=depends_on,
+                                             **fields)
             work.wake_on_commit(CHANNEL)
             return item
     except IntegrityError:
-        existing = OutboxItem.objects.get(key=key)
-        if existing.payload != clean or existing.sender_address != sender:
+        existing = OutboxItem.objects.filter(key=key).first()
+        if existing is None:
+            raise NonceTaken(f"nonce {request.nonce} of {sender} is held by another request") from None
+        if existing.payload != clean or (existing.signer or existing.sender_address) != sender:
             raise ConflictingCall(f"{key} is already queued with other arguments") from None
         return existing
+
+
+def enqueue_signed(function: str, rater: str, payload: dict, *, depends_on: OutboxItem | None = None) -> OutboxItem:
+    """Queue `rater`'s call as a request signed with the key the site holds for them (custodial),
+    relayed by the relayer; with the signer's next forwarder nonce (the next one again if a
+    concurrent rating took it)."""
+    clean = check_call(function, payload)
+    existing = OutboxItem.objects.filter(key=idempotency_key(function, clean)).first()
+    if existing is not None:
+        return enqueue(function, rater, payload, depends_on=depends_on)  # the same call: the first row
+    for _ in range(5):
+        request = relay.sign_custodial(rater, function, clean, relay.next_nonce(rater))
+        try:
+            return enqueue(function, rater, clean, depends_on=depends_on, request=request)
+        except NonceTaken:
+            continue
+    raise NonceTaken(f"could not find a free nonce for {rater}")

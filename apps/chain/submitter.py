@@ -29,21 +29,23 @@ from typing import Iterable
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Max, Q
+from django.db.models import F, Max, Min, Q
 from django.utils import timezone
 
 from lib.errors import is_permanent
 
 from .client import ChainError, RpcError, SignedTx, from_hex, to_hex
 from .keys import KeyError_, account_for
-from .ledger import CALLS, Ledger
-from .models import ChainTransaction, OutboxItem, Sender
+from .ledger import CALLS, RELAYABLE, Ledger
+from .metatx import ForwardRequest, from_json, recover_signer, sign_request, to_json
+from .models import ChainTransaction, OutboxItem, Sender, SigningKey
 from .work import backoff, run_worker, take
 
 log = logging.getLogger(__name__)
 TX = ChainTransaction.Status
 ITEM = OutboxItem.Status
 NOOP = "noop"
+RELAY = "executeBatch"  # the function name of a relayer's transaction (ChainTransaction.function)
 LIVE = [TX.SIGNED, TX.SENT, TX.MINED]  # sent or to send, not final yet
 
 
@@ -133,6 +135,7 @@ class Submitter:
         receipts = self.client.receipts([from_hex(tx.tx_hash) for tx in live])
         changed: list[ChainTransaction] = []
         confirmed: list[ChainTransaction] = []
+        relayed: dict[int, dict] = {}  # receipts of final relay transactions, by tx pk
         reverted: list[ChainTransaction] = []
         lost: list[ChainTransaction] = []
         now = timezone.now()
@@ -155,13 +158,20 @@ class Submitter:
             if block <= final:
                 tx.status, tx.final_at = (TX.CONFIRMED if tx.succeeded else TX.REVERTED), now
                 (confirmed if tx.succeeded else reverted).append(tx)
+                if tx.succeeded and tx.function == RELAY:
+                    relayed[tx.pk] = receipt
             if newly_mined or block <= final:
                 changed.append(tx)
+        # What became of each relayed request is read (and diagnosed) before the write that makes its
+        # transaction final, and written with it: a crash in between leaves both to do again.
+        settled = {pk: self._relay_outcomes(pk, receipt) for pk, receipt in relayed.items()}
         with transaction.atomic():
             ChainTransaction.objects.bulk_update(
                 changed, ["status", "block_number", "block_hash", "succeeded", "gas_used", "mined_at", "final_at",
                           "next_send_at"], batch_size=500)
-            ids = [tx.pk for tx in confirmed]
+            for outcomes in settled.values():
+                self._settle(outcomes, now)
+            ids = [tx.pk for tx in confirmed if tx.pk not in settled]
             for start in range(0, len(ids), 500):
                 OutboxItem.objects.filter(transaction_id__in=ids[start:start + 500], status=ITEM.SIGNED).update(
                     status=ITEM.CONFIRMED, confirmed_at=now)
@@ -183,8 +193,7 @@ class Submitter:
                 last_error=f"batch {tx.tx_hash} reverted; retrying one by one")
             return
         for item in items:
-            to, data, _ = self.ledger.calldata(item.function, [item.payload])
-            contract = CALLS[item.function].contract
+            to, data, _, contract = self._call_of([item])
             verdict = self.ledger.simulate(item.sender_address, to, data, contract)
             if verdict is None:
                 # It would pass now (out of gas, or it raced its dependency): retry, with more gas.
@@ -319,20 +328,222 @@ class Submitter:
         failed_dep = base.filter(depends_on__status=ITEM.FAILED)
         if failed_dep.exists():
             failed_dep.update(status=ITEM.FAILED, last_error="the call it depends on failed")
-        return list(base.filter(Q(depends_on__isnull=True) | Q(depends_on__status=ITEM.CONFIRMED))
-                    .order_by("id")[: self.max_items])
+        items = list(base.filter(Q(depends_on__isnull=True) | Q(depends_on__status=ITEM.CONFIRMED))
+                     .order_by("id")[: self.max_items])
+        if any(i.signer for i in items):
+            items = self._in_nonce_order(items)
+        return items
+
+    def _in_nonce_order(self, items: list[OutboxItem]) -> list[OutboxItem]:
+        """The ready items, keeping of each signer's relayed requests only those the forwarder can take
+        next, in nonce order without a gap: a later rating whose answer was scored first waits for the
+        earlier one. The next nonce is known without asking the node when the signer's last request
+        sent is just below the lowest waiting one; otherwise (a first request, or a gap) the forwarder
+        is asked, for those signers only. A waiting request whose deadline passed is settled at once
+        (signed again for a custodial rater, failed with words for a wallet user); requests to sign
+        again (request None) are signed here, once none of the signer's requests is in flight."""
+        relayed = [i for i in items if i.signer]
+        now_s = time.time()
+        stale = [i for i in relayed if i.request and from_json(i.request).deadline <= now_s]
+        if stale:
+            self._settle([("again" if self._custodial(i) else "fail", i, self._words(
+                i, "the signed request expired before it was relayed")) for i in stale], timezone.now())
+            relayed = [i for i in relayed if i not in stale]
+        to_sign = [i for i in relayed if i.request is None]
+        if to_sign:
+            self._sign_again(to_sign)
+        signers = {i.signer for i in relayed}
+        mine = OutboxItem.objects.filter(signer__in=signers, relay_nonce__isnull=False)
+        lowest = dict(mine.filter(status=ITEM.PENDING).values("signer").annotate(n=Min("relay_nonce"))
+                      .values_list("signer", "n"))
+        used = dict(mine.exclude(status=ITEM.PENDING).values("signer").annotate(n=Max("relay_nonce"))
+                    .values_list("signer", "n"))
+        expected = {s: n for s, n in lowest.items() if used.get(s) is not None and n == used[s] + 1}
+        in_flight = set(OutboxItem.objects.filter(signer__in=signers, status=ITEM.SIGNED)
+                        .values_list("signer", flat=True))
+        ask = sorted(s for s in lowest if s not in expected and s not in in_flight)
+        for signer, nonce in zip(ask, self._forwarder_nonces(ask)):
+            # Below the forwarder's count, the nonce was used elsewhere (someone relayed the request
+            # first, or the wallet signed another one): sent anyway, the skip is diagnosed on receipt.
+            if nonce >= lowest[signer]:
+                expected[signer] = lowest[signer]
+        ready: set[int] = set()
+        by_signer: dict[str, list[OutboxItem]] = defaultdict(list)
+        for item in relayed:
+            if item.relay_nonce is not None and item.request is not None:
+                by_signer[item.signer].append(item)
+        for signer, own in by_signer.items():
+            nonce = expected.get(signer)
+            for item in sorted(own, key=lambda i: i.relay_nonce):
+                if item.relay_nonce != nonce:
+                    break
+                ready.add(item.pk)
+                nonce += 1
+        # A signer's requests go into the batches in nonce order, whatever order they were queued in.
+        return ([i for i in items if not i.signer]
+                + sorted((i for i in relayed if i.pk in ready), key=lambda i: (i.relay_nonce, i.pk)))
+
+    def _forwarder_nonces(self, signers: list[str], block: str | int = "latest") -> list[int]:
+        """Each signer's next nonce as the forwarder counts it, in one batch of calls."""
+        if not signers:
+            return []
+        fn = self.ledger.abis["forwarder"].fn("nonces")
+        replies = self.client.batch([("eth_call", [{"to": self.ledger.deployment.forwarder,
+                                                     "data": to_hex(fn.encode(s))}, block]) for s in signers])
+        for reply in replies:
+            if isinstance(reply, RpcError):
+                raise reply
+        return [fn.decode_output(from_hex(reply))[0] for reply in replies]
+
+    def _words(self, item: OutboxItem, why: str) -> str:
+        """What the rater is told: a wallet user must sign again (the site cannot sign for them)."""
+        return why if self._custodial(item) else f"{why}: sign the rating again"
+
+    def _sign_again(self, items: list[OutboxItem]) -> None:
+        """Sign anew, with the site's key, the custodial requests the forwarder skipped (expired, or
+        their nonce used): from the signer's nonce on-chain, in the order they were queued, once none
+        of the signer's requests is in a transaction still on its way (they would take nonces first)."""
+        signers = sorted({i.signer for i in items})
+        busy = set(OutboxItem.objects.filter(signer__in=signers, status=ITEM.SIGNED).values_list("signer", flat=True))
+        signers = [s for s in signers if s not in busy]
+        if not signers:
+            return
+        dep = self.ledger.deployment
+        for signer, nonce in zip(signers, self._forwarder_nonces(signers)):
+            key = account_for(signer).key
+            own = list(OutboxItem.objects.filter(signer=signer, status=ITEM.PENDING).order_by("id"))
+            with transaction.atomic():
+                OutboxItem.objects.filter(pk__in=[i.pk for i in own]).update(relay_nonce=None)
+                for row in own:
+                    to, data = self.ledger.request_calldata(row.function, row.payload)
+                    fresh = sign_request(ForwardRequest(sender=signer, to=to, gas=RELAYABLE[row.function], nonce=nonce,
+                                                        deadline=int(time.time()) + settings.LLMCHAIN_RELAY_DEADLINE_S,
+                                                        data=data), key, dep.chainId, dep.forwarder)
+                    row.request, row.relay_nonce = to_json(fresh), nonce
+                    OutboxItem.objects.filter(pk=row.pk).update(request=row.request, relay_nonce=nonce)
+                    nonce += 1
+            signed_anew = {row.pk: row for row in own}
+            for item in items:
+                if item.pk in signed_anew:
+                    item.request, item.relay_nonce = signed_anew[item.pk].request, signed_anew[item.pk].relay_nonce
+            self.stats["resigned"] += len(own)
+            log.info("signed %d requests of %s again from forwarder nonce %d", len(own), signer, nonce - len(own))
 
     def _chunks(self, items: list[OutboxItem]) -> list[list[OutboxItem]]:
+        """Consecutive calls of one function in batches of LLMCHAIN_TX_BATCH (relayed requests of any
+        function together, in one executeBatch), each alone when it has no batch form or was `solo`."""
+        def kind(item: OutboxItem) -> str:
+            return RELAY if item.signer else item.function
+
         chunks: list[list[OutboxItem]] = []
         for item in items:
             last = chunks[-1] if chunks else None
             if (last and self.batch_size > 1 and not item.solo and not last[0].solo
-                    and last[0].function == item.function and CALLS[item.function].batch
+                    and kind(last[0]) == kind(item) and (item.signer or CALLS[item.function].batch)
                     and len(last) < self.batch_size):
                 last.append(item)
             else:
                 chunks.append([item])
         return chunks
+
+    def _call_of(self, items: list[OutboxItem]) -> tuple[str, bytes, int, str]:
+        """(to, data, gas, contract) of the transaction that makes these calls: the call or its batch
+        form, or, for relayed requests, the relayer's executeBatch through the forwarder."""
+        if items[0].signer:
+            to, data, gas = self.ledger.relay_calldata([from_json(i.request) for i in items],
+                                                       items[0].sender_address)
+            return to, data, gas, "forwarder"
+        to, data, gas = self.ledger.calldata(items[0].function, [i.payload for i in items])
+        return to, data, gas, CALLS[items[0].function].contract
+
+    # -- relayed requests: what the forwarder did with each ----------------------------------
+    def _relay_outcomes(self, tx_pk: int, receipt: dict) -> list[tuple[str, OutboxItem, str]]:
+        """(verdict, item, why) for each request of a final relay transaction: "confirm" (executed,
+        or found already applied), "again" (a custodial request to sign anew) or "fail" (refused
+        for good, or a wallet user's request they must sign again)."""
+        items = list(OutboxItem.objects.filter(transaction_id=tx_pk, status=ITEM.SIGNED))
+        abi = self.ledger.abis["forwarder"]
+        topic = abi.event_topic("ExecutedForwardRequest")
+        forwarder = self.ledger.deployment.forwarder.lower()
+        executed: dict[tuple[str, int], bool] = {}
+        for entry in receipt.get("logs", []):
+            topics = [from_hex(t) for t in entry["topics"]]
+            if entry["address"].lower() == forwarder and topics and topics[0] == topic:
+                event = abi.events[topic].decode(topics, from_hex(entry["data"]))
+                executed[(event["signer"].lower(), event["nonce"])] = event["success"]
+        block = int(receipt["blockNumber"], 16)
+        out = []
+        timestamp = None
+        for item in items:
+            request = from_json(item.request)
+            success = executed.get((item.signer.lower(), request.nonce))
+            if success:
+                out.append(("confirm", item, ""))
+                continue
+            verdict = self.ledger.simulate(item.signer, request.to, request.data, CALLS[item.function].contract)
+            if verdict is not None and self.ledger.already_applied(item.function, item.signer, item.payload, verdict[0]):
+                item.duplicate = True
+                out.append(("confirm", item, f"already on-chain ({verdict[0]}); record matches"))
+                continue
+            if success is False:  # executed, and its call reverted: the nonce is used up
+                why = f"reverted: {verdict[0]}{tuple(verdict[1]) if verdict[1] else ''}" if verdict else (
+                    "its call failed (out of gas, or a condition that has changed since)")
+                out.append(("again" if verdict is None and self._custodial(item) else "fail", item, why))
+                continue
+            if timestamp is None:
+                timestamp = int(self.client.get_block(block)["timestamp"], 16)
+            nonce, = self.ledger.view("forwarder", "nonces", item.signer, block=block)
+            if request.deadline < timestamp:
+                why = "the signed request expired before it was relayed"
+            elif recover_signer(request, self.ledger.deployment.chainId, forwarder) != item.signer:
+                out.append(("fail", item, "the forwarder refused the request's signature"))
+                continue
+            elif request.nonce >= nonce:
+                # An earlier request of the signer had not landed (a rating still waiting for its answer
+                # to be scored): this one stays valid and waits for it.
+                out.append(("wait", item, f"waits for the signer's nonce {nonce} (it holds {request.nonce})"))
+                continue
+            else:
+                why = f"the signed request's nonce {request.nonce} was used by another request"
+            out.append(("again" if self._custodial(item) else "fail", item, self._words(item, why)))
+        return out
+
+    @staticmethod
+    def _custodial(item: OutboxItem) -> bool:
+        return SigningKey.objects.filter(address=item.signer).exists()
+
+    def _settle(self, outcomes: list[tuple[str, OutboxItem, str]], now) -> None:
+        for verdict, item, why in outcomes:
+            if verdict == "confirm":
+                OutboxItem.objects.filter(pk=item.pk).update(status=ITEM.CONFIRMED, confirmed_at=now,
+                                                             duplicate=item.duplicate, last_error=why)
+                self.stats["confirmed_requests"] += 1
+                continue
+            if verdict == "wait" and item.attempts + 1 < self.max_attempts:
+                OutboxItem.objects.filter(pk=item.pk).update(status=ITEM.PENDING, transaction=None, last_error=why,
+                                                             attempts=F("attempts") + 1)
+                self.stats["request_waits"] += 1
+                continue
+            again = verdict == "again" and item.attempts + 1 < self.max_attempts
+            unused = verdict != "fail" or "nonce" in why or "expired" in why  # the request did not use its nonce
+            fields = {"status": ITEM.PENDING if again else ITEM.FAILED, "transaction": None, "last_error": why,
+                      "attempts": F("attempts") + 1}
+            if unused:
+                fields["relay_nonce"] = None
+            later = OutboxItem.objects.filter(signer=item.signer, status=ITEM.PENDING).exclude(pk=item.pk)
+            if again:
+                fields["request"] = None  # signed anew by _sign_again
+                # The signer's later requests hold nonces after this one: they are signed anew with it.
+                later.update(request=None, relay_nonce=None)
+            elif unused and not self._custodial(item):
+                # A wallet's later requests hold nonces after this unused one: the forwarder would never
+                # take them. They fail too, and the rater signs them again.
+                later.filter(relay_nonce__gt=item.relay_nonce or -1).update(
+                    status=ITEM.FAILED, relay_nonce=None, transaction=None,
+                    last_error="an earlier signed rating of yours was not relayed: sign the rating again")
+            OutboxItem.objects.filter(pk=item.pk).update(**fields)
+            self.stats[f"request_{'again' if again else 'failed'}"] += 1
+            log.info("%s relayed for %s: %s%s", item.key, item.signer, why, "; signing it again" if again else "")
 
     def _next_nonce(self, lane: Sender) -> int:
         if lane.next_nonce is None:
@@ -360,11 +571,11 @@ class Submitter:
             txs: list[ChainTransaction] = []
             groups: list[list[OutboxItem]] = []
             for chunk in self._chunks(items):
-                to, data, gas = self.ledger.calldata(chunk[0].function, [i.payload for i in chunk])
+                to, data, gas, _ = self._call_of(chunk)
                 gas *= 2 ** min(max(i.attempts for i in chunk), 3)
                 signed = self.client.sign(account, to, data, nonce, gas, fees)
-                txs.append(self._tx_row(lane, signed, chunk[0].function if len(chunk) == 1
-                                        else CALLS[chunk[0].function].batch, gas))
+                txs.append(self._tx_row(lane, signed, RELAY if chunk[0].signer else chunk[0].function
+                                        if len(chunk) == 1 else CALLS[chunk[0].function].batch, gas))
                 groups.append(chunk)
                 nonce += 1
             with transaction.atomic():
@@ -444,7 +655,7 @@ class Submitter:
             signed = self.client.sign(account, account.address, b"", tx.nonce, 21_000)
             function, gas = NOOP, 21_000
         else:
-            to, data, gas = self.ledger.calldata(items[0].function, [i.payload for i in items])
+            to, data, _, _ = self._call_of(items)
             signed = self.client.sign(account, to, data, tx.nonce, tx.gas_limit)
             function, gas = tx.function, tx.gas_limit
         if to_hex(signed.hash) == tx.tx_hash:

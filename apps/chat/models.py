@@ -27,10 +27,25 @@ class Profile(models.Model):
     # name); asked at sign-up, changed on their account page.
     share_prompts = models.BooleanField(default=False)
     share_prompts_changed_at = models.DateTimeField(null=True, blank=True)
+    # A wallet the user linked (they proved they hold its key by signing a sign-in message): their
+    # later answers are recorded under it and rated with requests their wallet signs, in the browser;
+    # the site holds no key for it. "" for a custodial user.
+    wallet_address = models.CharField(max_length=42, blank=True, default="")
+    wallet_linked_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["wallet_address"], condition=~models.Q(wallet_address=""),
+                                               name="one_account_per_wallet")]
 
     def __str__(self) -> str:
         return f"{self.user} {self.address}"
+
+    @property
+    def rating_address(self) -> str:
+        """The address the oracle names as the user of new interactions, which rates them: the linked
+        wallet's, else the one whose key the site holds."""
+        return self.wallet_address or self.address
 
 
 class RegisteredModel(models.Model):
@@ -181,6 +196,10 @@ class Rating(models.Model):
     # Why, in the rater's words (optional; kept on the site, never sent to the chain).
     tags = models.JSONField(default=list, blank=True)  # values of REASON_TAGS
     comment = models.TextField(blank=True, max_length=1000)
+    # Who signs the rating's humEval (the interaction's user on-chain), and, for a wallet user, the
+    # request their wallet signed (metatx.to_json), kept until it is queued.
+    signer = models.CharField(max_length=42, blank=True)
+    request = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     def answers(self) -> dict[str, int]:

@@ -36,7 +36,8 @@ def suspend_account(user, reason: str = "") -> bool:
             status=OutboxItem.Status.FAILED, last_error=SUSPENDED)
         waiting.filter(Q(hum_item=None) | Q(hum_item__status=OutboxItem.Status.FAILED)).update(
             status=Rating.Status.FAILED, error=SUSPENDED)
-        roles.queue_role_call(profile.address, "user", "revokeRole")
+        for address in filter(None, (profile.address, profile.wallet_address)):  # a linked wallet rates nothing either
+            roles.queue_role_call(address, "user", "revokeRole")
     return True
 
 
@@ -47,7 +48,8 @@ def reinstate_account(user) -> bool:
             return False
         Profile.objects.filter(pk=profile.pk).update(suspended_at=None, suspension_reason="")
         User.objects.filter(pk=user.pk).update(is_active=True)
-        roles.queue_role_call(profile.address, "user", "grantRole")
+        for address in filter(None, (profile.address, profile.wallet_address)):
+            roles.queue_role_call(address, "user", "grantRole")
     return True
 
 

@@ -3,21 +3,23 @@ the user's own address and updateReputation, through the outbox."""
 
 from __future__ import annotations
 
+import json
 import logging
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
-from apps.chain import outbox
+from apps.chain import metatx, outbox, relay
 from apps.chain.client import ChainError
+from apps.chain.keys import relayer_address
 from apps.chain.ledger import default_ledger, deployment_lambda
 from apps.chain.models import Interaction as LedgerInteraction
 from apps.chain.models import OutboxItem, ReputationChange
 from lib.reputation import GLOBAL_CONTEXT_ID, decay_factor, likert_ok, minutes_since
 
 from .accounts import same_person
-from .models import COMMENT_MAX, QUESTIONNAIRE, REASON_TAGS, Interaction, Rating
+from .models import COMMENT_MAX, QUESTIONNAIRE, REASON_TAGS, Interaction, Profile, Rating
 
 log = logging.getLogger(__name__)
 
@@ -78,12 +80,87 @@ def prefill(user, interaction: Interaction) -> dict[str, int]:
     return found
 
 
-def submit_rating(user, interaction: Interaction, answers: dict) -> Rating:
-    """Save the rating and queue it on-chain now, or as soon as the interaction's autoEval is."""
+WALLET_NEEDED = ("This answer is rated with your wallet, which signs the rating in your browser: allow this page's "
+                 "script and your wallet, then send it again.")
+SIGN_AGAIN = "sign the rating again"
+
+
+def _auto_item(interaction: Interaction) -> OutboxItem | None:
+    """The oracle's autoEval call, by its idempotency key: queued once the answer is scored."""
+    return OutboxItem.objects.filter(key=outbox.idempotency_key(
+        "autoEval", {"interactionId": interaction.interaction_id})).first()
+
+
+def signer_of(interaction: Interaction) -> str:
+    """Who signs the rating: the user the oracle named on-chain (or will name, from the profile)."""
+    auto = _auto_item(interaction)
+    if auto is not None:
+        return auto.payload["user"]
+    return Profile.objects.get(user_id=interaction.conversation.user_id).rating_address  # as linked now
+
+
+def key_kind(address: str) -> str:
+    """"site" when the site holds the address's key (custodial), "wallet" when only its owner does."""
+    return "site" if relay.is_custodial(address) else "wallet"
+
+
+def needs_wallet(interaction: Interaction) -> bool:
+    """Whether the rating must be signed in the browser: relayed ratings of an address whose key the
+    site does not hold."""
+    return relay.enabled() and key_kind(signer_of(interaction)) == "wallet"
+
+
+def _wallet_nonce(user, signer: str) -> int:
+    """The wallet's next forwarder nonce, counting requests it signed for ratings not queued yet."""
+    waiting = [r["nonce"] for r in Rating.objects.filter(user=user, signer=signer, status=Rating.Status.WAITING)
+               .exclude(request=None).values_list("request", flat=True)]
+    return max([relay.next_nonce(signer, read_chain=True), *(n + 1 for n in waiting)])
+
+
+def prepare(user, interaction: Interaction, answers: dict) -> dict:
+    """What a wallet user's browser asks the wallet to sign for this rating: the typed data of the
+    humEval request (eth_signTypedData_v4) and the request itself. ValidationError as for sending."""
     clean = check_rating(user, interaction, answers)
+    signer = signer_of(interaction)
+    payload = outbox.check_call("humEval", {"interactionId": interaction.interaction_id,
+                                            **{f: clean[f] for f in QUESTIONNAIRE}})
+    try:
+        request = relay.unsigned(signer, "humEval", payload, _wallet_nonce(user, signer))
+    except (ChainError, ValueError) as exc:
+        log.info("cannot prepare a wallet rating: %s", exc)
+        raise ValidationError({"form": ["The chain cannot be reached to prepare your signature: try again in a "
+                                        "moment."]}) from exc
+    return {"address": signer, "typedData": relay.message(request), "request": metatx.to_json(request)}
+
+
+def _signed_request(interaction: Interaction, signer: str, clean: dict, raw) -> dict:
+    """The wallet-signed request sent with the form (JSON), checked against this very rating."""
+    if not raw:
+        raise ValidationError({"form": [WALLET_NEEDED]})
+    try:
+        request = metatx.from_json(json.loads(raw) if isinstance(raw, str) else raw)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ValidationError({"form": ["The signed rating could not be read: send it again."]}) from exc
+    payload = outbox.check_call("humEval", {"interactionId": interaction.interaction_id,
+                                            **{f: clean[f] for f in QUESTIONNAIRE}})
+    try:
+        outbox.check_request("humEval", signer, payload, request)
+    except outbox.InvalidCall as exc:
+        raise ValidationError({"form": [f"Your wallet's signature was not accepted: {exc}."]}) from exc
+    return metatx.to_json(request)
+
+
+def submit_rating(user, interaction: Interaction, answers: dict) -> Rating:
+    """Save the rating and queue it on-chain now, or as soon as the interaction's autoEval is. A wallet
+    user's rating comes with the request their wallet signed (`signed_request`)."""
+    clean = check_rating(user, interaction, answers)
+    signer = signer_of(interaction)
+    request = _signed_request(interaction, signer, clean, answers.get("signed_request")) if needs_wallet(
+        interaction) else None
     try:
         with transaction.atomic():
-            rating = Rating.objects.create(interaction=interaction, user=user, **clean)
+            rating = Rating.objects.create(interaction=interaction, user=user, signer=signer, request=request,
+                                           **clean)
             queue_rating(rating)
     except IntegrityError:  # two submissions at once: the first wins
         raise ValidationError({"form": [ALREADY_RATED]}) from None
@@ -91,21 +168,81 @@ def submit_rating(user, interaction: Interaction, answers: dict) -> Rating:
 
 
 def queue_rating(rating: Rating) -> bool:
-    """humEval (from the user's address, after autoEval), then updateReputation; False while waiting."""
+    """humEval (signed by the interaction's user, after autoEval), then updateReputation; False while
+    waiting. Relayed (the default with a forwarder): the request is signed with the key the site holds
+    for a custodial user, or is the one a wallet user's wallet signed, and the relayer sends it and
+    updateReputation, in batches. Direct otherwise: both from the user's address."""
     interaction = rating.interaction
-    # The oracle's autoEval call, by its idempotency key: queued once the answer is scored.
-    auto = OutboxItem.objects.filter(key=outbox.idempotency_key(
-        "autoEval", {"interactionId": interaction.interaction_id})).first()
+    auto = _auto_item(interaction)
     if auto is None or rating.status != Rating.Status.WAITING:
         return False
-    address = interaction.conversation.user.profile.address
-    hum = outbox.enqueue("humEval", address, {"interactionId": interaction.interaction_id, **rating.answers()},
-                         depends_on=auto)
-    update = outbox.enqueue("updateReputation", address, {"interactionId": interaction.interaction_id},
+    address = auto.payload["user"]
+    payload = {"interactionId": interaction.interaction_id, **rating.answers()}
+    if rating.request is not None:
+        try:
+            hum = outbox.enqueue("humEval", address, payload, depends_on=auto,
+                                 request=metatx.from_json(rating.request))
+        except outbox.InvalidCall as exc:  # expired while the answer was scored, or its nonce taken
+            Rating.objects.filter(pk=rating.pk).update(status=Rating.Status.FAILED, error=f"{exc}: {SIGN_AGAIN}")
+            rating.status, rating.error = Rating.Status.FAILED, f"{exc}: {SIGN_AGAIN}"
+            return False
+        sender = relayer_address()
+    elif relay.enabled():
+        # Signed with the key the site holds for the user (off-chain, no gas), relayed in a batch;
+        # updateReputation, open to anyone, is the relayer's, batched too.
+        hum = outbox.enqueue_signed("humEval", address, payload, depends_on=auto)
+        sender = relayer_address()
+    else:
+        hum = outbox.enqueue("humEval", address, payload, depends_on=auto)
+        sender = address
+    update = outbox.enqueue("updateReputation", sender, {"interactionId": interaction.interaction_id},
                             depends_on=hum)
     Rating.objects.filter(pk=rating.pk).update(hum_item=hum, update_item=update, status=Rating.Status.QUEUED)
     rating.hum_item, rating.update_item, rating.status = hum, update, Rating.Status.QUEUED
     return True
+
+
+def can_sign_again(rating: Rating) -> bool:
+    """A wallet user's rating whose signed request could not be relayed (it expired, or its nonce was
+    used): the wallet may sign it again."""
+    return rating.status == Rating.Status.FAILED and SIGN_AGAIN in rating.error and key_kind(
+        rating.signer or signer_of(rating.interaction)) == "wallet"
+
+
+def prepare_again(user, rating: Rating) -> dict:
+    if rating.user_id != user.id or not can_sign_again(rating):
+        raise ValidationError({"form": ["This rating cannot be signed again."]})
+    signer = rating.signer
+    payload = outbox.check_call("humEval", {"interactionId": rating.interaction.interaction_id, **rating.answers()})
+    request = relay.unsigned(signer, "humEval", payload, _wallet_nonce(user, signer))
+    return {"address": signer, "typedData": relay.message(request), "request": metatx.to_json(request)}
+
+
+def sign_again(user, rating: Rating, raw) -> Rating:
+    """Put a wallet user's newly signed request in place of the one that could not be relayed, and send
+    it (with its updateReputation) again."""
+    if rating.user_id != user.id or not can_sign_again(rating):
+        raise ValidationError({"form": ["This rating cannot be signed again."]})
+    request = _signed_request(rating.interaction, rating.signer, rating.answers(), raw)
+    with transaction.atomic():
+        if rating.hum_item_id is None:
+            Rating.objects.filter(pk=rating.pk).update(request=request, status=Rating.Status.WAITING, error="")
+            rating.refresh_from_db()
+            queue_rating(rating)
+        else:
+            fresh = metatx.from_json(request)
+            try:
+                with transaction.atomic():
+                    OutboxItem.objects.filter(pk=rating.hum_item_id, status=OutboxItem.Status.FAILED).update(
+                        status=OutboxItem.Status.PENDING, request=request, relay_nonce=fresh.nonce, attempts=0,
+                        last_error="", transaction=None)
+            except IntegrityError as exc:
+                raise ValidationError({"form": ["Another signed rating holds this nonce: sign again."]}) from exc
+            OutboxItem.objects.filter(pk=rating.update_item_id, status=OutboxItem.Status.FAILED).update(
+                status=OutboxItem.Status.PENDING, attempts=0, last_error="")
+            Rating.objects.filter(pk=rating.pk).update(request=request, status=Rating.Status.QUEUED, error="")
+    rating.refresh_from_db()
+    return rating
 
 
 def queue_waiting(interaction: Interaction) -> None:
@@ -122,6 +259,9 @@ def refresh(rating: Rating) -> Rating:
         if any(i.status == OutboxItem.Status.FAILED for i in items):
             failed = next(i for i in items if i.status == OutboxItem.Status.FAILED)
             rating.status, rating.error = Rating.Status.FAILED, f"{failed.function} refused: {failed.last_error}"
+            if failed is rating.hum_item and SIGN_AGAIN in failed.last_error:
+                rating.error = (f"Your wallet's signature could not be used ({failed.last_error.split(': ' + SIGN_AGAIN)[0]})"
+                                f": {SIGN_AGAIN}.")
         elif all(i.status == OutboxItem.Status.CONFIRMED for i in items) and LedgerInteraction.objects.filter(
                 interaction_id=rating.interaction.interaction_id).exclude(reputation_tx="").exists():
             rating.status = Rating.Status.ONCHAIN  # confirmed and indexed: the page can show the moves

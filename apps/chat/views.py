@@ -10,7 +10,7 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import HttpResponse
+from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -18,9 +18,9 @@ from apps.chain.models import Context, LedgerModel, OutboxItem
 from apps.chain.models import Interaction as LedgerInteraction
 from lib.reputation import GLOBAL_CONTEXT_ID
 
-from . import accounts, conversations, export, limits, ratings, registry
+from . import accounts, conversations, export, limits, ratings, registry, wallet
 from .health import chat_choices
-from .models import COMMENT_MAX, QUESTIONNAIRE, REASON_TAGS, Conversation, Interaction, RegisteredModel
+from .models import COMMENT_MAX, QUESTIONNAIRE, REASON_TAGS, Conversation, Interaction, Rating, RegisteredModel
 from .replay import replay_questions
 from .suggest import suggest
 
@@ -147,10 +147,15 @@ def rating_context(interaction, errors=None, preview=None) -> dict:
     onchain = LedgerInteraction.objects.filter(interaction_id=interaction.interaction_id).first()
     prefilled = ratings.prefill(interaction.conversation.user, interaction) if rating is None else {}
     moves = ratings.reputation_moves(interaction) if rating is not None else []
+    signer = (rating.signer if rating is not None and rating.signer else ratings.signer_of(interaction))
     return {"i": interaction, "job": getattr(interaction, "evaluation", None), "rating": rating,
             "questionnaire": [(field, item, prefilled.get(field)) for field, item in QUESTIONNAIRE.items()],
             "scale": range(1, 6), "errors": errors or {}, "reasons": REASON_TAGS, "comment_max": COMMENT_MAX,
             "preview": preview, "onchain": onchain, "moves": moves,
+            # Who signs (signed) the rating, with which kind of key; a wallet user's form is signed in the browser.
+            "signer": signer, "key_kind": ratings.key_kind(signer),
+            "wallet": rating is None and ratings.needs_wallet(interaction),
+            "sign_again": rating is not None and ratings.can_sign_again(rating),
             "did": ratings.what_it_did(interaction, onchain, moves) if rating is not None else ""}
 
 
@@ -174,7 +179,7 @@ def rating(request, pk):
         interaction = Interaction.objects.get(pk=pk)
     preview = None
     if getattr(interaction, "rating", None) is None:
-        preview = ratings.weight_preview(interaction.conversation.user.profile.address)
+        preview = ratings.weight_preview(ratings.signer_of(interaction))
     return render(request, "chat/_rating.html", rating_context(interaction, errors, preview), status=status)
 
 
@@ -205,7 +210,7 @@ def conversation(request, pk):
     if conv.user_id != request.user.id:
         raise PermissionDenied("This is not your conversation.")
     interactions = conv.interactions.select_related("evaluation__outbox_item__transaction", "rating")
-    preview = ratings.weight_preview(request.user.profile.address) if any(
+    preview = ratings.weight_preview(request.user.profile.rating_address) if any(
         i.status == "done" and getattr(i, "rating", None) is None for i in interactions) else None
     turns = [(i, rating_context(i, preview=preview)) for i in interactions]
     return render(request, "chat/conversation.html", {"conversation": conv, "turns": turns,
@@ -318,6 +323,73 @@ def account(request):
                                       "the next public export leaves them out.")
         return redirect("account")
     return render(request, "chat/account.html", {"profile": profile})
+
+
+@login_required
+@require_POST
+def wallet_challenge(request):
+    """The sign-in message (EIP-4361) the user's wallet signs to prove it holds the address."""
+    try:
+        message = wallet.challenge(request.session, user=request.user, address=request.POST.get("address", ""),
+                                   domain=request.get_host(), uri=request.build_absolute_uri("/account/"))
+    except ValidationError as exc:
+        return JsonResponse({"errors": exc.message_dict}, status=400)
+    return JsonResponse({"message": message})
+
+
+@login_required
+@require_POST
+def wallet_link(request):
+    """Link the address that signed the sign-in message; its registration is queued."""
+    try:
+        profile = wallet.link(request.session, request.user, request.POST.get("message", ""),
+                              request.POST.get("signature", ""))
+    except ValidationError as exc:
+        return JsonResponse({"errors": exc.message_dict}, status=400)
+    messages.success(request, f"Your wallet {profile.wallet_address} is linked: your next answers are recorded "
+                              "under it, and your wallet signs their ratings.")
+    return JsonResponse({"address": profile.wallet_address})
+
+
+def _own_interaction(request, pk) -> Interaction:
+    interaction = get_object_or_404(Interaction.objects.select_related(
+        "conversation__user__profile", "conversation__model", "conversation__context"), pk=pk)
+    if interaction.conversation.user_id != request.user.id:
+        raise PermissionDenied("Only the person who had this conversation can rate its answers.")
+    return interaction
+
+
+@login_required
+@require_POST
+def rating_prepare(request, pk):
+    """For a wallet user: the typed data their wallet signs for the rating in the form (JSON), or what
+    is wrong with the form (400, the same messages as sending it)."""
+    interaction = _own_interaction(request, pk)
+    rating = getattr(interaction, "rating", None)
+    try:
+        if rating is not None and ratings.can_sign_again(rating):
+            return JsonResponse(ratings.prepare_again(request.user, rating))
+        return JsonResponse(ratings.prepare(request.user, interaction, request.POST))
+    except ValidationError as exc:
+        return JsonResponse({"errors": exc.message_dict}, status=400)
+    except PermissionError as exc:
+        raise PermissionDenied(str(exc)) from exc
+
+
+@login_required
+@require_POST
+def rating_sign_again(request, pk):
+    """A wallet user's newly signed request for a rating whose first one could not be relayed."""
+    interaction = _own_interaction(request, pk)
+    errors = None
+    try:
+        ratings.sign_again(request.user, get_object_or_404(Rating, interaction=interaction),
+                           request.POST.get("signed_request"))
+    except ValidationError as exc:
+        errors = exc.message_dict
+    interaction = Interaction.objects.get(pk=pk)
+    return render(request, "chat/_rating.html", rating_context(interaction, errors), status=200 if request.htmx
+                  or not errors else 400)
 
 
 @login_required

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from apps.chain.models import Context, Interaction, LedgerModel
+from apps.chain.models import ChainTransaction, Context, Interaction, LedgerModel, SigningKey
+from apps.chain.submitter import RELAY
 from apps.chat.models import RegisteredModel
 from lib.ids import is_hex32
 from lib.reputation import GLOBAL_CONTEXT_ID
@@ -51,6 +52,10 @@ class Evaluation:
     row: Interaction
     context_name: str
     evidence_cid: str  # normalized, or "" when the chain holds something that is not a CID
+    # Who signed the human rating: "site" (a key this site holds for the rater), "wallet" (a key only
+    # the rater holds), "" when not rated; and whether it was relayed through the forwarder.
+    key_kind: str = ""
+    relayed: bool = False
 
     @property
     def txs(self) -> list[tuple[str, str]]:
@@ -108,6 +113,9 @@ def model_report(raw_model_id: str) -> ModelReport:
     latest = list(Interaction.objects.filter(model_id=model_id)
                   .order_by("-auto_block", "interaction_id")[:LATEST_EVALUATIONS])
     names = _context_names({e.context_id for e in entries} | {i.context_id for i in latest} | {GLOBAL_CONTEXT_ID})
+    custodial = set(SigningKey.objects.filter(address__in={i.user for i in latest}).values_list("address", flat=True))
+    relayed = set(ChainTransaction.objects.filter(tx_hash__in=[i.human_tx for i in latest if i.human_tx],
+                                                  function=RELAY).values_list("tx_hash", flat=True))
     contexts = sorted((ContextRep(e.context_id, names[e.context_id], e) for e in entries),
                       key=lambda c: (not c.is_global, c.name.casefold(), c.context_id))
     metadata = read_metadata(ledger.metadata_cid) if ledger is not None else None
@@ -118,4 +126,6 @@ def model_report(raw_model_id: str) -> ModelReport:
     return ModelReport(
         model_id=model_id, name=name, ledger=ledger, metadata=metadata,
         registered=RegisteredModel.objects.filter(model_id=model_id).first(), contexts=contexts,
-        evaluations=[Evaluation(i, names[i.context_id], link_cid(i.evidence_cid)) for i in latest])
+        evaluations=[Evaluation(i, names[i.context_id], link_cid(i.evidence_cid),
+                                key_kind=("site" if i.user in custodial else "wallet") if i.human_tx else "",
+                                relayed=i.human_tx in relayed) for i in latest])

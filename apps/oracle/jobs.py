@@ -176,7 +176,7 @@ def pin_evidence(job: EvaluationJob, metric) -> None:
 def submit(job: EvaluationJob) -> None:
     interaction = job.interaction
     conv = interaction.conversation
-    user_address = conv.user.profile.address
+    user_address = conv.user.profile.rating_address  # a linked wallet's, whose key only the user holds
     # autoEval needs the user registered and the model added: wait for those calls if queued.
     waits = [registration_of(user_address),
              OutboxItem.objects.filter(key=f"addModel:{conv.model.model_id}").exclude(

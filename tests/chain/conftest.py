@@ -13,7 +13,7 @@ from django.db import connection
 from apps.chain import indexer, outbox
 from apps.chain.client import ChainClient
 from apps.chain.deploy import deploy, grant_role
-from apps.chain.keys import new_key
+from apps.chain.keys import new_key, relayer_address
 from apps.chain.ledger import Ledger
 from apps.chain.models import ChainTransaction, OutboxItem
 from apps.chain.node import DEV_KEYS, AnvilNode
@@ -43,6 +43,9 @@ def ledger_node(tmp_path_factory, admin, oracle):
 @pytest.fixture
 def ledger(ledger_node, settings, oracle) -> Ledger:
     settings.LLMCHAIN_ORACLE_KEY = DEV_KEYS[1]
+    settings.LLMCHAIN_RELAYER_KEY = DEV_KEYS[2]  # funded, with no role: it only pays for relayed requests
+    settings.LLMCHAIN_DEPLOYMENT = ledger_node.deployment_file
+    settings.LLMCHAIN_RPC_URL = ledger_node.url
     settings.LLMCHAIN_RESEND_AFTER_S = 5
     return Ledger(ChainClient(ledger_node.url), ledger_node.deployment)
 
@@ -75,15 +78,21 @@ class World:
     calls: list[OutboxItem] = field(default_factory=list)
 
     def evaluation(self, user: str, *, sa=6 * 10**17, wa=5 * 10**17, reference=True,
-                   answers=(4, 5, 3, 4, 3, 2)) -> str:
-        """Queue autoEval, humEval and updateReputation of one new interaction; returns its id."""
+                   answers=(4, 5, 3, 4, 3, 2), relayed: bool = False) -> str:
+        """Queue autoEval, humEval and updateReputation of one new interaction; returns its id.
+        `relayed`: the rating is a request signed with the user's stored key, relayed by the relayer."""
         iid = rand_id()
         auto = outbox.enqueue("autoEval", self.oracle, {
             "interactionId": iid, "modelId": self.model, "contextId": self.context, "user": user,
             "hasReference": reference, "sA": str(sa), "wA": str(wa), "evidenceCid": f"bafy{iid[2:14]}"})
         names = ("reliability", "completeness", "utility", "familiarity", "trust", "uncertainty")
-        hum = outbox.enqueue("humEval", user, {"interactionId": iid, **dict(zip(names, answers))}, depends_on=auto)
-        upd = outbox.enqueue("updateReputation", self.oracle, {"interactionId": iid}, depends_on=hum)
+        rating = {"interactionId": iid, **dict(zip(names, answers))}
+        if relayed:
+            hum = outbox.enqueue_signed("humEval", user, rating, depends_on=auto)
+        else:
+            hum = outbox.enqueue("humEval", user, rating, depends_on=auto)
+        upd = outbox.enqueue("updateReputation", relayer_address() if relayed else self.oracle,
+                             {"interactionId": iid}, depends_on=hum)
         self.calls += [auto, hum, upd]
         return iid
 

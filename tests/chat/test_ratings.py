@@ -9,7 +9,7 @@ from apps.chain import outbox
 from apps.chain.keys import oracle_address
 from apps.chain.models import OutboxItem
 from apps.chat.conversations import begin_interaction, finish_interaction, start_conversation
-from apps.chat.models import Rating
+from apps.chat.models import Profile, Rating
 from apps.chat.ratings import queue_waiting, submit_rating
 from apps.chat.registry import ModelFields, register_model
 from apps.oracle.models import EvaluationJob
@@ -39,7 +39,8 @@ def auto_eval_queued(interaction):
     """What the oracle does when it has scored the answer."""
     item = outbox.enqueue("autoEval", oracle_address(), {
         "interactionId": interaction.interaction_id, "modelId": interaction.conversation.model.model_id,
-        "contextId": interaction.conversation.context.context_id, "user": interaction.conversation.user.profile.address,
+        "contextId": interaction.conversation.context.context_id,
+        "user": Profile.objects.get(user_id=interaction.conversation.user_id).rating_address,
         "hasReference": False, "sA": "0", "wA": "0", "evidenceCid": "bafkreitest"})
     EvaluationJob.objects.filter(interaction=interaction).update(outbox_item=item, status="submitted")
     return item

@@ -129,6 +129,19 @@ def test_anvils_published_keys_are_refused_off_a_local_chain(deployed, key):
     assert named(deployed) == ["LLMCHAIN_ORACLE_KEY"]
 
 
+def test_the_relayer_is_the_oracle_unless_set_and_never_a_published_or_the_admins_key(deployed):
+    from apps.chain.keys import oracle_address, relayer_address
+
+    deployed.LLMCHAIN_RELAYER_KEY = ""
+    assert named(deployed) == [] and relayer_address() == oracle_address()
+    deployed.LLMCHAIN_RELAYER_KEY = DEV_KEYS[2]
+    assert named(deployed) == ["LLMCHAIN_RELAYER_KEY"]
+    deployed.LLMCHAIN_RELAYER_KEY = deployed.LLMCHAIN_ADMIN_KEY
+    assert named(deployed) == ["LLMCHAIN_RELAYER_KEY"] and "the admin's key" in unsafe_settings()[0][1]
+    deployed.LLMCHAIN_RELAYER_KEY = "0x" + "33" * 32
+    assert named(deployed) == [] and relayer_address() != oracle_address()
+
+
 def test_the_oracle_may_not_sign_with_the_admins_key(deployed):
     deployed.LLMCHAIN_ORACLE_KEY = deployed.LLMCHAIN_ADMIN_KEY.upper().replace("0X", "0x")
     assert named(deployed) == ["LLMCHAIN_ORACLE_KEY"]
