@@ -61,6 +61,7 @@ def _check_free(user, address: str) -> None:
 def link(session, user, message: str, signature: str) -> Profile:
     """Check the signed sign-in message and link its address; queue the address's registration as a
     user. ValidationError, nothing changed, when anything is off."""
+    message = (message or "").replace("\r\n", "\n")  # a browser's form data sends line breaks as CRLF
     pending = session.get(SESSION_KEY)
     if not pending or pending["expires"] < timezone.now().timestamp():
         raise ValidationError({"wallet": ["The sign-in message expired: start again."]})
