@@ -26,18 +26,20 @@ from collections import defaultdict
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.dispatch import Signal
 
 from lib.ids import hex32
 
 from .client import from_hex, to_hex
 from .ledger import Ledger
-from .models import (Context, IndexedBlock, IndexerCursor, Interaction, LedgerModel, Registration, Reputation,
-                     ReputationChange)
+from .models import (ArenaBattle, Context, IndexedBlock, IndexerCursor, Interaction, LedgerModel, Registration,
+                     Reputation, ReputationChange)
 
 log = logging.getLogger(__name__)
 CURSOR_PREFIX = "ledger:"
-INDEXED_TABLES = (ReputationChange, Reputation, Interaction, LedgerModel, Context, Registration, IndexedBlock)
+INDEXED_TABLES = (ReputationChange, Reputation, Interaction, LedgerModel, Context, Registration, ArenaBattle,
+                  IndexedBlock)
 
 # Sent inside the transaction that folds a chunk (or rolls the tables back after a reorg): pairs =
 # {(model_id, context_id)} whose REP moved (a pair with no change left has no entry), models =
@@ -93,6 +95,8 @@ def fold(events: list[dict]) -> None:
     combined: dict[str, tuple[str, int]] = {}  # interaction id -> (tx, block) of its updateReputation
     metadata: dict[str, tuple[str, int]] = {}  # model id -> its latest (CID, block) in these events
     new_contexts: set[str] = set()
+    battles: list[ArenaBattle] = []
+    votes: dict[str, dict] = {}
     touched_by_tx: dict[tuple[str, str], set[str]] = defaultdict(set)
     for e in events:
         a, name = e["args"], e["event"]
@@ -122,6 +126,15 @@ def fold(events: list[dict]) -> None:
         elif name == "HumanEvaluated":
             humans[hex32(a["interactionId"])] = {"sh": a["sH"], "wh": a["wH"], "d_minutes": a["dMinutes"],
                                                  "human_tx": e["tx"], "human_block": e["block"]}
+        elif name == "BattleOpened":
+            battles.append(ArenaBattle(
+                battle_id=hex32(a["battleId"]), context_id=hex32(a["contextId"]), model_a=hex32(a["modelA"]),
+                model_b=hex32(a["modelB"]), interaction_a=hex32(a["interactionA"]),
+                interaction_b=hex32(a["interactionB"]), user=a["user"], voided=a["voided"], block_number=e["block"],
+                tx=e["tx"]))
+        elif name == "Voted":
+            votes[hex32(a["battleId"])] = {"outcome": a["outcome"], "counted": a["counted"], "vote_block": e["block"],
+                                           "vote_tx": e["tx"]}
         elif name == "ReputationUpdated":
             iid = hex32(a["interactionId"])
             row = dict(model_id=hex32(a["modelId"]), context_id=hex32(a["contextId"]), ra=a["rA"], rh=a["rH"], r=a["r"],
@@ -145,9 +158,14 @@ def fold(events: list[dict]) -> None:
         Interaction.objects.filter(interaction_id__in=iids).update(reputation_tx=tx, reputation_block=block)
     ReputationChange.objects.bulk_create(changes, ignore_conflicts=True, batch_size=500)
     _upsert_reputations(reps)
-    if reps or metadata or new_contexts:
+    ArenaBattle.objects.bulk_create(battles, ignore_conflicts=True, batch_size=500)
+    for battle_id, fields in votes.items():  # a vote always follows its battle on-chain
+        ArenaBattle.objects.filter(battle_id=battle_id).update(**fields)
+    arena = {b.context_id for b in battles} | set(ArenaBattle.objects.filter(battle_id__in=list(votes))
+                                                  .values_list("context_id", flat=True)) if votes or battles else set()
+    if reps or metadata or new_contexts or arena:
         # Within the chunk's transaction: tables derived from these rows (the boards) follow.
-        folded.send(sender=fold, pairs=set(reps), models=set(metadata), contexts=new_contexts)
+        folded.send(sender=fold, pairs=set(reps), models=set(metadata), contexts=new_contexts, arena=arena)
 
 
 def _upsert_reputations(reps: dict[tuple[str, str], dict]) -> None:
@@ -286,11 +304,15 @@ def rollback(name: str, ancestor: int, metadata: dict[str, tuple[str, int]]) -> 
     contexts = set(Context.objects.filter(block_number__gt=ancestor).values_list("context_id", flat=True))
     Context.objects.filter(block_number__gt=ancestor).delete()
     Registration.objects.filter(block_number__gt=ancestor).delete()
+    arena = set(ArenaBattle.objects.filter(Q(block_number__gt=ancestor) | Q(vote_block__gt=ancestor))
+                .values_list("context_id", flat=True))
+    ArenaBattle.objects.filter(block_number__gt=ancestor).delete()
+    ArenaBattle.objects.filter(vote_block__gt=ancestor).update(outcome=None, counted=None, vote_block=None, vote_tx="")
     IndexedBlock.objects.filter(cursor=name, number__gt=ancestor).delete()
     ancestor_hash = IndexedBlock.objects.filter(cursor=name, number=ancestor).values_list("hash", flat=True).first()
     IndexerCursor.objects.filter(name=name).update(last_block=ancestor, last_hash=ancestor_hash or "")
-    if pairs or models or contexts:
-        folded.send(sender=rollback, pairs=pairs, models=models, contexts=contexts)
+    if pairs or models or contexts or arena:
+        folded.send(sender=rollback, pairs=pairs, models=models, contexts=contexts, arena=arena)
 
 
 def _metadata_at(ledger: Ledger, block: int) -> dict[str, tuple[str, int]]:

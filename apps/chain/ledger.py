@@ -92,11 +92,16 @@ CALLS: dict[str, CallSpec] = {
                         lambda p: (b32(p["interactionId"]), *(int(p[f]) for f in HUM_FIELDS)), 200_000),
     "updateReputation": CallSpec("reputation", lambda p: (b32(p["interactionId"]),), 150_000,
                                  "updateReputationBatch", 90_000),
+    # The arena (issue 22): the oracle opens a battle (155k measured), its user votes (36k direct).
+    "openBattle": CallSpec("reputation", lambda p: (b32(p["battleId"]), b32(p["interactionA"]),
+                                                    b32(p["interactionB"]), bool(p["voided"])), 250_000,
+                           "openBattleBatch", 180_000),
+    "vote": CallSpec("reputation", lambda p: (b32(p["battleId"]), int(p["outcome"])), 100_000),
 }
 
 # Calls a rater may sign as an ERC-2771 request for the relayer to send through the forwarder
 # (apps/chain/relay.py), with the gas each request gives its call.
-RELAYABLE: dict[str, int] = {"humEval": 200_000}
+RELAYABLE: dict[str, int] = {"humEval": 200_000, "vote": 100_000}
 # Per request in an executeBatch: the call (humEval <= 113k) plus the forwarder's share (signature
 # recovery, nonce, event, calldata: ~38k measured for one execute) with room to spare; a batch that
 # still runs out is retried with more, then one request at a time.
@@ -199,6 +204,13 @@ class Ledger:
                 int(payload["reliability"]), int(payload["completeness"]), int(payload["utility"]))
         if function == "updateReputation" and error == "AlreadyUpdated":
             return bool(self.view("reputation", "interaction", b32(payload["interactionId"]))[9])
+        if function == "openBattle" and error == "BattleExists":
+            rec = self.view("reputation", "battle", b32(payload["battleId"]))
+            return (rec[3], rec[4], rec[6]) == (b32(payload["interactionA"]), b32(payload["interactionB"]),
+                                                bool(payload["voided"]))
+        if function == "vote" and error == "AlreadyVoted":
+            rec = self.view("reputation", "battle", b32(payload["battleId"]))
+            return rec[8] and rec[5] == sender and rec[7] == int(payload["outcome"])
         if function == "addModel" and error == "ModelExists":
             return self.view("reputation", "modelOwner", b32(payload["modelId"]))[0] == sender
         if function == "addContext" and error == "ContextExists":

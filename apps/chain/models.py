@@ -243,6 +243,38 @@ class ReputationChange(models.Model):
         indexes = [models.Index(fields=["model_id", "context_id", "block_number"])]
 
 
+class ArenaBattle(models.Model):
+    """A battle as the Reputation contract recorded it (BattleOpened), and its vote (Voted): two
+    anonymous answers of one user to one prompt in one context, and which the user found better."""
+
+    class Outcome(models.IntegerChoices):
+        A = 1, "A better"
+        B = 2, "B better"
+        TIE = 3, "tie"
+        BAD = 4, "both bad"
+
+    battle_id = models.CharField(max_length=66, unique=True)
+    context_id = models.CharField(max_length=66, db_index=True)
+    model_a = models.CharField(max_length=66)
+    model_b = models.CharField(max_length=66)
+    interaction_a = models.CharField(max_length=66)
+    interaction_b = models.CharField(max_length=66)
+    user = models.CharField(max_length=42)
+    voided = models.BooleanField()  # an answer named its own model: a vote is kept, not counted
+    block_number = models.BigIntegerField()
+    tx = models.CharField(max_length=66)
+    outcome = models.PositiveSmallIntegerField(null=True, choices=Outcome.choices)
+    counted = models.BooleanField(null=True)
+    vote_block = models.BigIntegerField(null=True)
+    vote_tx = models.CharField(max_length=66, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["context_id", "vote_block"])]
+
+    def __str__(self) -> str:
+        return f"battle {self.battle_id[:10]} {self.get_outcome_display() if self.outcome else 'not voted'}"
+
+
 class EvidencePin(WorkRow):
     """A blob to copy to the IPFS node and pin there: the outbox of evidence.
 

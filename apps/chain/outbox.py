@@ -23,6 +23,7 @@ from .models import OutboxItem
 
 CHANNEL = "chain-submit"  # `manage.py runworker chain-submit` (consumers.SubmitConsumer)
 ROLE_CODES = {"user": 1, "developer": 2, "oracle": 3, "expert": 4, "registrar": 5}
+VOTE_OUTCOMES = {"a": 1, "b": 2, "tie": 3, "bad": 4}  # Reputation.vote: A better, B better, tie, both bad
 KEY_MAX_LEN = OutboxItem._meta.get_field("key").max_length
 
 
@@ -112,6 +113,18 @@ def check_call(function: str, payload: dict) -> dict:
                 raise InvalidCall(f"{name} must be an answer from 1 to 5")
             out[name] = p[name]
         return out
+    if function == "openBattle":
+        out = {"battleId": _id(p, "battleId"), "interactionA": _id(p, "interactionA"),
+               "interactionB": _id(p, "interactionB")}
+        if out["interactionA"] == out["interactionB"]:
+            raise InvalidCall("a battle is between two different interactions")
+        if not isinstance(p.get("voided"), bool):
+            raise InvalidCall("voided must be true or false")
+        return {**out, "voided": p["voided"]}
+    if function == "vote":
+        if p.get("outcome") not in VOTE_OUTCOMES.values():
+            raise InvalidCall(f"outcome must be one of {VOTE_OUTCOMES} (its number)")
+        return {"battleId": _id(p, "battleId"), "outcome": p["outcome"]}
     return {"interactionId": _id(p, "interactionId")}  # updateReputation
 
 
@@ -133,8 +146,8 @@ def idempotency_key(function: str, payload: dict) -> str:
         # as key= by callers that may repeat (apps/chat/roles.py). The same change queued twice
         # is still one row; grant -> revoke -> grant is three.
         return f"{function}:{payload['role']}:{payload['account']}" + (":0" if function == "revokeRole" else "")
-    subject = {"addContext": "contextId", "addModel": "modelId", "register": "account"}.get(
-        function, "interactionId")
+    subject = {"addContext": "contextId", "addModel": "modelId", "register": "account", "openBattle": "battleId",
+               "vote": "battleId"}.get(function, "interactionId")
     return f"{function}:{payload[subject]}"
 
 

@@ -220,3 +220,18 @@ def test_a_wallet_rating_signed_after_an_earlier_one_still_waiting_lands_after_i
     later.refresh_from_db()
     assert (earlier.status, later.status) == ("confirmed", "confirmed")
     assert _hum(world, first) and _hum(world, second)
+
+
+def test_direct_and_relayed_ratings_mixed_keep_the_mirror_equal_to_the_contract(world):
+    """The same raters rate some answers directly and some through the relayer (a deployment that
+    turned relaying on): chain audit replays both kinds, by their signers, to the wei."""
+    iids = [world.evaluation(world.users[i % 3], relayed=i % 2 == 0, answers=(1 + i % 5, 5, 2 + i % 4, 3, 4, 1 + i % 3))
+            for i in range(10)]
+    drain(Submitter(world.ledger, batch_size=4))
+    assert set(OutboxItem.objects.values_list("status", flat=True)) == {"confirmed"}
+    assert all(_hum(world, iid) for iid in iids)
+    kinds = set(ChainTransaction.objects.filter(items__function="humEval").values_list("function", flat=True))
+    assert kinds == {"humEval", RELAY}, "both kinds of rating went out"
+    indexer.index_until_head(world.ledger)
+    report = run_audit(world.ledger)
+    assert report.ok and report.interactions >= 10, report.summary()
