@@ -167,7 +167,7 @@ def check_request(function: str, sender: str, clean: dict, request: ForwardReque
         raise InvalidCall("the request does not carry this call with these answers")
     if request.value != 0 or request.gas < RELAYABLE[function] or request.nonce < 0:
         raise InvalidCall(f"the request must send no value and give its call at least {RELAYABLE[function]} gas")
-    if request.deadline <= time.time():
+    if request.deadline <= max(time.time(), relay.chain_now()):
         raise InvalidCall("the request has expired: sign it again")
     try:
         signer = recover_signer(request, dep.chainId, dep.forwarder)

@@ -103,12 +103,35 @@ def next_nonce(signer: str, *, read_chain: bool = False) -> int:
     return max(ours or 0, onchain)
 
 
+CLOCK_TTL_S = 60
+
+
+def chain_now() -> int:
+    """The chain's clock (unix seconds), which a request's deadline is checked against: this machine's
+    clock plus how far the chain's latest block was ahead of it when last read (once a minute, kept in
+    the cache); this machine's clock while the node cannot be read. A chain's time may run ahead of
+    the wall (a development node told to skip a day): deadlines follow the chain's."""
+    from django.core.cache import cache
+
+    dep = deployment()
+    key = f"chain:clock:{dep.chainId if dep else 0}:{settings.LLMCHAIN_RPC_URL}"
+    offset = cache.get(key)
+    if offset is None:
+        try:
+            latest = int(default_client().get_block("latest")["timestamp"], 16)
+            offset = latest - int(time.time())
+        except (ChainError, ValueError, KeyError):
+            return int(time.time())
+        cache.set(key, offset, CLOCK_TTL_S)
+    return int(time.time()) + max(0, offset)
+
+
 def unsigned(signer: str, function: str, payload: dict, nonce: int, deadline: int | None = None) -> ForwardRequest:
     dep = deployment()
     if function not in RELAYABLE or dep is None or not dep.forwarder:
         raise ValueError(f"{function} cannot be relayed here")
     return ForwardRequest(sender=signer, to=dep.reputation, gas=RELAYABLE[function], nonce=nonce,
-                          deadline=deadline or int(time.time()) + settings.LLMCHAIN_RELAY_DEADLINE_S,
+                          deadline=deadline or chain_now() + settings.LLMCHAIN_RELAY_DEADLINE_S,
                           data=call_data(function, payload))
 
 

@@ -343,7 +343,7 @@ class Submitter:
         (signed again for a custodial rater, failed with words for a wallet user); requests to sign
         again (request None) are signed here, once none of the signer's requests is in flight."""
         relayed = [i for i in items if i.signer]
-        now_s = time.time()
+        now_s = self._chain_now()
         stale = [i for i in relayed if i.request and from_json(i.request).deadline <= now_s]
         if stale:
             self._settle([("again" if self._custodial(i) else "fail", i, self._words(
@@ -383,6 +383,11 @@ class Submitter:
         return ([i for i in items if not i.signer]
                 + sorted((i for i in relayed if i.pk in ready), key=lambda i: (i.relay_nonce, i.pk)))
 
+    def _chain_now(self) -> int:
+        """The chain's time (its latest block's timestamp, which the forwarder checks deadlines
+        against), or this machine's when that is later (blocks come every few seconds)."""
+        return max(int(time.time()), int(self.client.get_block("latest")["timestamp"], 16))
+
     def _forwarder_nonces(self, signers: list[str], block: str | int = "latest") -> list[int]:
         """Each signer's next nonce as the forwarder counts it, in one batch of calls."""
         if not signers:
@@ -409,6 +414,7 @@ class Submitter:
         if not signers:
             return
         dep = self.ledger.deployment
+        deadline = self._chain_now() + settings.LLMCHAIN_RELAY_DEADLINE_S
         for signer, nonce in zip(signers, self._forwarder_nonces(signers)):
             key = account_for(signer).key
             own = list(OutboxItem.objects.filter(signer=signer, status=ITEM.PENDING).order_by("id"))
@@ -417,7 +423,7 @@ class Submitter:
                 for row in own:
                     to, data = self.ledger.request_calldata(row.function, row.payload)
                     fresh = sign_request(ForwardRequest(sender=signer, to=to, gas=RELAYABLE[row.function], nonce=nonce,
-                                                        deadline=int(time.time()) + settings.LLMCHAIN_RELAY_DEADLINE_S,
+                                                        deadline=deadline,
                                                         data=data), key, dep.chainId, dep.forwarder)
                     row.request, row.relay_nonce = to_json(fresh), nonce
                     OutboxItem.objects.filter(pk=row.pk).update(request=row.request, relay_nonce=nonce)

@@ -235,3 +235,20 @@ def test_direct_and_relayed_ratings_mixed_keep_the_mirror_equal_to_the_contract(
     indexer.index_until_head(world.ledger)
     report = run_audit(world.ledger)
     assert report.ok and report.interactions >= 10, report.summary()
+
+
+def test_deadlines_follow_the_chains_clock_when_it_runs_ahead_of_this_machines(world):
+    """A node whose time was moved a day and a half ahead (a development chain told to skip time):
+    requests signed now still have a day to go by the chain's clock, and land."""
+    from django.core.cache import cache
+
+    client = world.ledger.client
+    client.request("evm_increaseTime", [36 * 3600])
+    client.request("evm_mine", [])
+    cache.clear()  # the chain's clock is read again, not taken from before the jump
+    iid = world.evaluation(world.users[0], relayed=True)
+    request = metatx.from_json(OutboxItem.objects.get(function="humEval").request)
+    assert request.deadline > int(client.get_block("latest")["timestamp"], 16) + 23 * 3600
+    submitter = Submitter(world.ledger)
+    drain(submitter)
+    assert submitter.stats["resigned"] == 0 and _hum(world, iid)
