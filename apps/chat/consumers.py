@@ -36,6 +36,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     answering: asyncio.Task | None = None  # the answer streaming now
     stop: asyncio.Event | None = None
 
+    pane = ""  # "-<pk>" for an arena side (its page holds two conversations)
     slot: str | None = None  # the cache key holding this socket's place in its user's quota
 
     async def connect(self):
@@ -43,11 +44,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if self.conversation is None:
             await self.close(code=4403)
             return
+        # An arena side is one pane of two on its page: its fragments go to that pane's elements.
+        self.pane = f"-{self.conversation.pk}" if self.conversation.arena else ""
         await self.accept()
         self.slot = await self._take_slot()
         if self.slot is None:
             cap = settings.LLMCHAIN_CHAT_SOCKETS_PER_USER
-            await self.send(render_to_string("chat/_error.html", {"message": (
+            await self.send(render_to_string("chat/_error.html", {"pane": self.pane, "message": (
                 f"You already have {cap} chats open (tabs or devices): this page stays closed to new messages. "
                 "Close one of them and reload this page.")}))
             await self.close(code=CLOSE_TOO_MANY)
@@ -140,7 +143,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         user, prompt = self.scope["user"], data.get("prompt", "")
         wait = await sync_to_async(limits.take)("prompts", user.pk)  # the API's "prompts" rate, shared
         if wait is not None:
-            await self.send(render_to_string("chat/_error.html", {"message": (
+            await self.send(render_to_string("chat/_error.html", {"pane": self.pane, "message": (
                 f"You have sent many messages in a short time: wait {limits.wait_words(wait)}, then send again. "
                 "Nothing was sent.")}))
             return
@@ -161,7 +164,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                     user, self.conversation, prompt)
         except (ValidationError, PermissionError) as exc:
             message = "; ".join(sum(exc.message_dict.values(), [])) if isinstance(exc, ValidationError) else str(exc)
-            await self.send(render_to_string("chat/_error.html", {"message": message}))
+            await self.send(render_to_string("chat/_error.html", {"pane": self.pane, "message": message}))
             return
         await self.send(render_to_string("chat/_turn_start.html", {"i": interaction}))
         self.stop = asyncio.Event()

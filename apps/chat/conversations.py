@@ -86,7 +86,10 @@ def delete_conversation(user, conversation: Conversation) -> None:
 def search_conversations(user, query: str = "") -> QuerySet:
     """The user's conversations, latest first; with a query, those whose name, model, context or any
     message (prompt or answer) holds it, case-insensitively."""
-    mine = Conversation.objects.filter(user=user).select_related("model", "context")
+    # Arena sides not voted on yet stay off the list: it names each conversation's model.
+    mine = Conversation.objects.filter(user=user).exclude(
+        arena=True, battle_as_a__status="answering").exclude(arena=True, battle_as_b__status="answering").select_related(
+        "model", "context")
     query = " ".join((query or "").split())[:200]
     if not query:
         return mine

@@ -118,6 +118,8 @@ class Conversation(models.Model):
     model = models.ForeignKey(RegisteredModel, on_delete=models.PROTECT, related_name="conversations")
     context = models.ForeignKey("chain.Context", on_delete=models.PROTECT, related_name="conversations")
     title = models.CharField(max_length=200)
+    # One side of an arena battle: its model's name stays hidden until the user has voted.
+    arena = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -126,6 +128,14 @@ class Conversation(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+    @property
+    def name_hidden(self) -> bool:
+        """An arena side before its battle's vote: its model is not named to the user yet."""
+        if not self.arena:
+            return False
+        return not Battle.objects.filter(models.Q(conversation_a=self) | models.Q(conversation_b=self)).exclude(
+            status="answering").exists()
 
 
 class Interaction(models.Model):
@@ -253,3 +263,45 @@ REASON_TAGS = (
     ("unsafe", "Unsafe or harmful"),
 )
 COMMENT_MAX = 1000
+
+
+class Battle(models.Model):
+    """An arena battle (issue 22): two running models drawn at random answer the same prompts side
+    by side, their names hidden; the user votes on the first answers (A better, B better, tie, both
+    bad), and the names are revealed. The vote goes on-chain once both answers are: the oracle opens
+    the battle (openBattle) and the user's vote follows (signed by them, relayed)."""
+
+    class Status(models.TextChoices):
+        ANSWERING = "answering"  # no vote yet
+        VOTED = "voted"  # the vote is saved; waiting for both answers to be on-chain
+        QUEUED = "queued"  # openBattle and vote are in the outbox
+        ONCHAIN = "onchain"
+        FAILED = "failed"
+
+    OUTCOMES = {"a": "A is better", "b": "B is better", "tie": "It's a tie", "bad": "Both are bad"}
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="battles")
+    context = models.ForeignKey("chain.Context", on_delete=models.PROTECT, related_name="battles")
+    conversation_a = models.OneToOneField(Conversation, on_delete=models.CASCADE, related_name="battle_as_a")
+    conversation_b = models.OneToOneField(Conversation, on_delete=models.CASCADE, related_name="battle_as_b")
+    battle_id = models.CharField(max_length=66, unique=True)  # the on-chain id
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ANSWERING)
+    outcome = models.CharField(max_length=8, blank=True)  # a key of OUTCOMES
+    # Which answers named their own model ("a", "b", "ab"): such a vote is kept and shown, not counted.
+    self_named = models.CharField(max_length=2, blank=True)
+    signer = models.CharField(max_length=42, blank=True)
+    request = models.JSONField(null=True, blank=True)  # a wallet user's signed vote, until it is queued
+    open_item = models.ForeignKey("chain.OutboxItem", null=True, blank=True, on_delete=models.SET_NULL,
+                                  related_name="+")
+    vote_item = models.ForeignKey("chain.OutboxItem", null=True, blank=True, on_delete=models.SET_NULL,
+                                  related_name="+")
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    voted_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"battle {self.pk} {self.status}"
+
+    @property
+    def counted(self) -> bool:
+        return not self.self_named

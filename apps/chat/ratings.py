@@ -80,12 +80,12 @@ def prefill(user, interaction: Interaction) -> dict[str, int]:
     return found
 
 
-WALLET_NEEDED = ("This answer is rated with your wallet, which signs the rating in your browser: allow this page's "
-                 "script and your wallet, then send it again.")
+WALLET_NEEDED = ("Your wallet signs this in your browser: allow this page's script and your wallet, then send it "
+                 "again.")
 SIGN_AGAIN = "sign the rating again"
 
 
-def _auto_item(interaction: Interaction) -> OutboxItem | None:
+def auto_item(interaction: Interaction) -> OutboxItem | None:
     """The oracle's autoEval call, by its idempotency key: queued once the answer is scored."""
     return OutboxItem.objects.filter(key=outbox.idempotency_key(
         "autoEval", {"interactionId": interaction.interaction_id})).first()
@@ -93,7 +93,7 @@ def _auto_item(interaction: Interaction) -> OutboxItem | None:
 
 def signer_of(interaction: Interaction) -> str:
     """Who signs the rating: the user the oracle named on-chain (or will name, from the profile)."""
-    auto = _auto_item(interaction)
+    auto = auto_item(interaction)
     if auto is not None:
         return auto.payload["user"]
     return Profile.objects.get(user_id=interaction.conversation.user_id).rating_address  # as linked now
@@ -110,10 +110,15 @@ def needs_wallet(interaction: Interaction) -> bool:
     return relay.enabled() and key_kind(signer_of(interaction)) == "wallet"
 
 
-def _wallet_nonce(user, signer: str) -> int:
-    """The wallet's next forwarder nonce, counting requests it signed for ratings not queued yet."""
+def wallet_nonce(user, signer: str) -> int:
+    """The wallet's next forwarder nonce, counting requests it signed for ratings and arena votes not
+    queued yet."""
+    from .models import Battle
+
     waiting = [r["nonce"] for r in Rating.objects.filter(user=user, signer=signer, status=Rating.Status.WAITING)
                .exclude(request=None).values_list("request", flat=True)]
+    waiting += [r["nonce"] for r in Battle.objects.filter(user=user, signer=signer, status=Battle.Status.VOTED)
+                .exclude(request=None).values_list("request", flat=True)]
     return max([relay.next_nonce(signer, read_chain=True), *(n + 1 for n in waiting)])
 
 
@@ -125,7 +130,7 @@ def prepare(user, interaction: Interaction, answers: dict) -> dict:
     payload = outbox.check_call("humEval", {"interactionId": interaction.interaction_id,
                                             **{f: clean[f] for f in QUESTIONNAIRE}})
     try:
-        request = relay.unsigned(signer, "humEval", payload, _wallet_nonce(user, signer))
+        request = relay.unsigned(signer, "humEval", payload, wallet_nonce(user, signer))
     except (ChainError, ValueError) as exc:
         log.info("cannot prepare a wallet rating: %s", exc)
         raise ValidationError({"form": ["The chain cannot be reached to prepare your signature: try again in a "
@@ -133,21 +138,27 @@ def prepare(user, interaction: Interaction, answers: dict) -> dict:
     return {"address": signer, "typedData": relay.message(request), "request": metatx.to_json(request)}
 
 
-def _signed_request(interaction: Interaction, signer: str, clean: dict, raw) -> dict:
-    """The wallet-signed request sent with the form (JSON), checked against this very rating."""
+def checked_request(function: str, signer: str, payload: dict, raw, field: str = "form") -> dict:
+    """The wallet-signed request sent with a form (JSON), checked against this very call (a rating's
+    humEval, an arena vote): ValidationError on `field` when it is missing, unreadable or not right."""
     if not raw:
-        raise ValidationError({"form": [WALLET_NEEDED]})
+        raise ValidationError({field: [WALLET_NEEDED]})
     try:
         request = metatx.from_json(json.loads(raw) if isinstance(raw, str) else raw)
     except (TypeError, ValueError, KeyError) as exc:
-        raise ValidationError({"form": ["The signed rating could not be read: send it again."]}) from exc
+        raise ValidationError({field: ["The signed request could not be read: send it again."]}) from exc
+    try:
+        outbox.check_request(function, signer, payload, request)
+    except outbox.InvalidCall as exc:
+        raise ValidationError({field: [f"Your wallet's signature was not accepted: {exc}."]}) from exc
+    return metatx.to_json(request)
+
+
+def _signed_request(interaction: Interaction, signer: str, clean: dict, raw) -> dict:
+    """The wallet-signed request sent with the rating form, checked against this very rating."""
     payload = outbox.check_call("humEval", {"interactionId": interaction.interaction_id,
                                             **{f: clean[f] for f in QUESTIONNAIRE}})
-    try:
-        outbox.check_request("humEval", signer, payload, request)
-    except outbox.InvalidCall as exc:
-        raise ValidationError({"form": [f"Your wallet's signature was not accepted: {exc}."]}) from exc
-    return metatx.to_json(request)
+    return checked_request("humEval", signer, payload, raw)
 
 
 def submit_rating(user, interaction: Interaction, answers: dict) -> Rating:
@@ -173,7 +184,7 @@ def queue_rating(rating: Rating) -> bool:
     for a custodial user, or is the one a wallet user's wallet signed, and the relayer sends it and
     updateReputation, in batches. Direct otherwise: both from the user's address."""
     interaction = rating.interaction
-    auto = _auto_item(interaction)
+    auto = auto_item(interaction)
     if auto is None or rating.status != Rating.Status.WAITING:
         return False
     address = auto.payload["user"]
@@ -214,7 +225,7 @@ def prepare_again(user, rating: Rating) -> dict:
         raise ValidationError({"form": ["This rating cannot be signed again."]})
     signer = rating.signer
     payload = outbox.check_call("humEval", {"interactionId": rating.interaction.interaction_id, **rating.answers()})
-    request = relay.unsigned(signer, "humEval", payload, _wallet_nonce(user, signer))
+    request = relay.unsigned(signer, "humEval", payload, wallet_nonce(user, signer))
     return {"address": signer, "typedData": relay.message(request), "request": metatx.to_json(request)}
 
 

@@ -18,9 +18,9 @@ from apps.chain.models import Context, LedgerModel, OutboxItem
 from apps.chain.models import Interaction as LedgerInteraction
 from lib.reputation import GLOBAL_CONTEXT_ID
 
-from . import accounts, conversations, export, limits, ratings, registry, wallet
+from . import accounts, arena, conversations, export, limits, ratings, registry, wallet
 from .health import chat_choices
-from .models import COMMENT_MAX, QUESTIONNAIRE, REASON_TAGS, Conversation, Interaction, Rating, RegisteredModel
+from .models import COMMENT_MAX, QUESTIONNAIRE, REASON_TAGS, Battle, Conversation, Interaction, Rating, RegisteredModel
 from .replay import replay_questions
 from .suggest import suggest
 
@@ -209,6 +209,8 @@ def conversation(request, pk):
     conv = get_object_or_404(Conversation.objects.select_related("model", "context"), pk=pk)
     if conv.user_id != request.user.id:
         raise PermissionDenied("This is not your conversation.")
+    if conv.arena and conv.name_hidden:  # a side of a battle not voted on: its page would name the model
+        return redirect("arena-battle", arena.battle_of(conv).pk)
     interactions = conv.interactions.select_related("evaluation__outbox_item__transaction", "rating")
     preview = ratings.weight_preview(request.user.profile.rating_address) if any(
         i.status == "done" and getattr(i, "rating", None) is None for i in interactions) else None
@@ -400,3 +402,94 @@ def account_export(request):
     response["Content-Disposition"] = f'attachment; filename="llmchain-{request.user.username}.json"'
     return response
 
+
+
+# --- the arena ------------------------------------------------------------------------------------
+
+@login_required
+def arena_index(request):
+    """Start a blind battle in a context (GET: the form and the user's battles; POST: start one)."""
+    errors, status = {}, 200
+    contexts = _contexts()
+    wanted = request.POST.get("context") or request.GET.get("context")
+    context = next((c for c in contexts if c.context_id == wanted), contexts[0] if contexts else None)
+    if request.method == "POST":
+        wait = limits.take("conversations", request.user.pk)
+        if wait is not None:
+            errors, status = {"context": [f"You started many battles in a short time: wait {limits.wait_words(wait)}."]}, 429
+        elif context is None:
+            errors, status = {"context": ["Choose a context."]}, 400
+        else:
+            try:
+                battle = arena.start_battle(request.user, context)
+            except ValidationError as exc:
+                errors, status = exc.message_dict, 400
+            else:
+                return redirect("arena-battle", battle.pk)
+    battles = Battle.objects.filter(user=request.user).select_related(
+        "context", "conversation_a__model", "conversation_b__model").order_by("-created_at")[:20]
+    response = render(request, "chat/arena.html", {"contexts": contexts, "context": context, "errors": errors,
+                                                   "battles": battles}, status=status)
+    return limits.retry_after(response, 60) if status == 429 else response
+
+
+def _own_battle(request, pk) -> Battle:
+    battle = get_object_or_404(Battle.objects.select_related(
+        "context", "conversation_a__model", "conversation_b__model"), pk=pk)
+    if battle.user_id != request.user.id:
+        raise PermissionDenied("This is not your battle.")
+    return battle
+
+
+@login_required
+def arena_battle(request, pk):
+    battle = _own_battle(request, pk)
+    panes = []
+    for side, conversation in zip(("A", "B"), (battle.conversation_a, battle.conversation_b)):
+        interactions = list(conversation.interactions.select_related("evaluation__outbox_item__transaction",
+                                                                     "rating"))
+        panes.append({"side": side, "conversation": conversation,
+                      "turns": [(i, None if conversation.name_hidden else rating_context(i)) for i in interactions]})
+    return render(request, "chat/arena_battle.html", {"battle": battle, "panes": panes,
+                                                      "vote": _vote_context(battle)})
+
+
+def _vote_context(battle: Battle, errors=None) -> dict:
+    battle = arena.refresh(battle)
+    return {"battle": battle, "summary": arena.summary(battle), "outcomes": Battle.OUTCOMES.items(),
+            "wallet": arena.signer(battle) if battle.status == Battle.Status.ANSWERING and arena.needs_wallet(battle)
+            else "",
+            "errors": errors or {}}
+
+
+@login_required
+def arena_vote(request, pk):
+    """The vote under a battle (GET: the buttons once both answers are in, or the vote and its way to
+    the chain; POST: vote)."""
+    battle = _own_battle(request, pk)
+    errors = None
+    if request.method == "POST":
+        try:
+            battle = arena.vote(request.user, battle, request.POST.get("outcome", ""),
+                                request.POST.get("signed_request"))
+        except ValidationError as exc:
+            errors = exc.message_dict
+        except PermissionError as exc:
+            raise PermissionDenied(str(exc)) from exc
+    response = render(request, "chat/_arena_vote.html", _vote_context(battle, errors))
+    if request.method == "POST" and errors is None:
+        response["HX-Refresh"] = "true"  # the names are revealed: the whole page shows them now
+    return response
+
+
+@login_required
+@require_POST
+def arena_vote_prepare(request, pk):
+    """For a wallet user: the typed data their wallet signs for the vote chosen (JSON)."""
+    battle = _own_battle(request, pk)
+    try:
+        return JsonResponse(arena.prepare_vote(request.user, battle, request.POST.get("outcome", "")))
+    except ValidationError as exc:
+        return JsonResponse({"errors": exc.message_dict}, status=400)
+    except PermissionError as exc:
+        raise PermissionDenied(str(exc)) from exc

@@ -11,6 +11,7 @@ import time
 from django.conf import settings
 
 from apps.chain.work import run_worker
+from apps.chat.arena import advance_waiting
 from apps.chat.health import run_checks
 
 from . import jobs
@@ -33,7 +34,8 @@ def run_once(metric) -> int:
         except Exception:
             log.exception("oracle: a pass failed; its jobs are retried after their lease")
             raise
-    return len(claimed) + jobs.confirm_onchain()
+    # Arena votes whose two answers are on-chain now follow them (openBattle, then the vote).
+    return len(claimed) + jobs.confirm_onchain() + advance_waiting()
 
 
 def run_forever(metric=None, idle_sleep: float = 0.5, health: bool = True) -> None:

@@ -45,25 +45,29 @@
     }).join("");
   }
 
-  // -- the rating: sign before sending --------------------------------------------------------------
-  async function signRating(form, box) {
+  // -- a rating or an arena vote: sign before sending -----------------------------------------------
+  function what(form) {
+    return form.classList.contains("vote") ? "the vote" : "the rating";
+  }
+
+  async function signRating(form, box, submitter) {
     var wallet = window.ethereum;
     if (!wallet) {
-      say(box, "No wallet was found in this browser, so the rating was not sent: open this page where your wallet is, then send it again.");
+      say(box, "No wallet was found in this browser, so " + what(form) + " was not sent: open this page where your wallet is, then send it again.");
       return null;
     }
     say(box, "Preparing what your wallet will sign…");
-    var prepared = await post(form.dataset.prepare, new FormData(form));
+    var prepared = await post(form.dataset.prepare, new FormData(form, submitter || undefined));
     if (!prepared.ok) return prepared.status === 400 ? "" : null; // "" : let the site show what is wrong
-    say(box, "Your wallet asks you to sign this rating…");
+    say(box, "Your wallet asks you to sign " + (form.classList.contains("vote") ? "this vote" : "this rating") + "…");
     var signature;
     try {
       signature = await wallet.request({ method: "eth_signTypedData_v4",
                                          params: [prepared.body.address, JSON.stringify(prepared.body.typedData)] });
     } catch (error) {
       say(box, refused(error)
-        ? "Your wallet refused to sign, so the rating was not sent. Send it again when you want to sign it."
-        : "Your wallet could not sign (" + (error && error.message || "no reason given") + "), so the rating was not sent.");
+        ? "Your wallet refused to sign, so " + what(form) + " was not sent. Send it again when you want to sign it."
+        : "Your wallet could not sign (" + (error && error.message || "no reason given") + "), so " + what(form) + " was not sent.");
       return null;
     }
     var request = prepared.body.request;
@@ -78,16 +82,28 @@
     if (!input || input.value) return; // signed already: send
     event.preventDefault();
     var box = form.querySelector(".wallet-status");
-    var button = form.querySelector("button[type=submit]");
-    if (button) button.disabled = true;
-    signRating(form, box).then(function (signed) {
-      if (button) button.disabled = false;
+    var trigger = event.detail.triggeringEvent;
+    var submitter = trigger && trigger.submitter || null; // an arena vote: the button says which outcome
+    var buttons = form.querySelectorAll("button[type=submit]");
+    buttons.forEach(function (b) { b.disabled = true; });
+    signRating(form, box, submitter).then(function (signed) {
+      buttons.forEach(function (b) { b.disabled = false; });
       if (signed === null) return; // refused, or no wallet: nothing is sent
       input.value = signed;
+      if (submitter && submitter.name) { // its value goes with the form, whatever the focus did meanwhile
+        var chosen = form.querySelector('input[type=hidden][name="' + submitter.name + '"]');
+        if (!chosen) {
+          chosen = document.createElement("input");
+          chosen.type = "hidden";
+          chosen.name = submitter.name;
+          form.appendChild(chosen);
+        }
+        chosen.value = submitter.value;
+      }
       say(box, signed ? "Signed; sending…" : "");
       event.detail.issueRequest(true);
     }, function (error) {
-      if (button) button.disabled = false;
+      buttons.forEach(function (b) { b.disabled = false; });
       say(box, "The rating was not sent: " + (error && error.message || error));
     });
   });

@@ -252,3 +252,41 @@ def test_deadlines_follow_the_chains_clock_when_it_runs_ahead_of_this_machines(w
     submitter = Submitter(world.ledger)
     drain(submitter)
     assert submitter.stats["resigned"] == 0 and _hum(world, iid)
+
+
+def test_an_arena_vote_is_opened_by_the_oracle_signed_by_its_user_relayed_and_indexed(world):
+    """openBattle from the oracle after both answers' autoEval, then the user's vote as a signed
+    request relayed with the ratings; the indexer folds both events into ArenaBattle. A vote on a
+    voided battle is recorded as not counted."""
+    from apps.chain.models import ArenaBattle
+
+    other = rand_id()
+    outbox.enqueue("addModel", world.developer, {"modelId": other, "metadataCid": "bafyother"})
+    drain(Submitter(world.ledger))
+    user = world.users[0]
+    answered = []
+    for _ in range(2):
+        ids = []
+        for model in (world.model, other):
+            iid = rand_id()
+            outbox.enqueue("autoEval", world.oracle, {
+                "interactionId": iid, "modelId": model, "contextId": world.context, "user": user,
+                "hasReference": True, "sA": str(5 * 10**17), "wA": str(5 * 10**17), "evidenceCid": f"bafy{iid[2:14]}"})
+            ids.append(iid)
+        answered.append(ids)
+    drain(Submitter(world.ledger))  # apps/chat/arena.advance: both answers on-chain first
+    battles = []
+    for ids, (voided, outcome) in zip(answered, ((False, 2), (True, 1))):
+        battle = rand_id()
+        opened = outbox.enqueue("openBattle", world.oracle, {"battleId": battle, "interactionA": ids[0],
+                                                             "interactionB": ids[1], "voided": voided})
+        outbox.enqueue_signed("vote", user, {"battleId": battle, "outcome": outcome}, depends_on=opened)
+        battles.append((battle, outcome, voided))
+    drain(Submitter(world.ledger))
+    assert set(OutboxItem.objects.values_list("status", flat=True)) == {"confirmed"}
+    assert ChainTransaction.objects.filter(items__function="vote", function=RELAY).exists()
+    indexer.index_until_head(world.ledger)
+    for battle, outcome, voided in battles:
+        row = ArenaBattle.objects.get(battle_id=battle)
+        assert (row.user, row.model_a, row.model_b, row.outcome, row.counted, row.voided) == (
+            user, world.model, other, outcome, not voided, voided)

@@ -1,0 +1,242 @@
+"""Arena mode (issue 22): blind battles between two models, and the user's vote.
+
+In a context, two running models that answer free prompts are drawn at random, favouring pairs
+that have met least; each gets a conversation of its own (`Conversation.arena`: its model's name is
+hidden), and the same prompts go to both, answered side by side. The user votes on their first
+answers: A better, B better, a tie, or both bad; only then are the names revealed, and the user can
+go on with both. An answer that names its own model (Chatbot Arena's rule) makes the vote "not
+counted": it is kept, shown and recorded on-chain as voided, and left out of the arena board.
+
+On-chain: once both answers' autoEval calls are confirmed, the oracle opens the battle
+(`openBattle`, which attests that the two interactions answered one prompt of one user) and the
+user's vote follows (`vote`), signed by the user like a rating: with the key the site holds for a
+custodial user, or by their wallet in the browser, and relayed. `advance` moves a voted battle on;
+the oracle's worker calls `advance_waiting` on every pass, so a vote never waits for a page view.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import re
+import secrets
+from collections import Counter
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from apps.chain import metatx, outbox, relay
+from apps.chain.keys import oracle_address
+from apps.chain.models import ArenaBattle, OutboxItem
+
+from . import ratings
+from .accounts import same_person
+from .health import running_models
+from .models import Battle, Conversation, Interaction, Profile, RegisteredModel
+
+DONE = Interaction.Status.DONE
+SIDES = ("a", "b")
+
+
+class NoBattle(ValidationError):
+    pass
+
+
+# --- drawing two models --------------------------------------------------------------------------
+
+def candidates(user, context) -> list[RegisteredModel]:
+    """Running models of the context that answer free prompts, not the user's own (nor a linked
+    account's): a person does not judge their own model, blind or not."""
+    return [m for m in running_models(context).exclude(kind=RegisteredModel.Kind.REPLAY).order_by("pk")
+            if not same_person(user.id, m.owner_id)]
+
+
+def pair_counts(context) -> Counter:
+    """How many battles each pair of models (by pk) has had in the context."""
+    rows = Battle.objects.filter(context=context).values_list("conversation_a__model_id", "conversation_b__model_id")
+    return Counter(frozenset(pair) for pair in rows)
+
+
+def draw_pair(user, context, rng: random.Random | None = None) -> tuple[RegisteredModel, RegisteredModel]:
+    """Two different models at random, each pair weighted 1 / (1 + its battles so far) so that pairs
+    with few battles come up more often; which is A and which is B is random too."""
+    rng = rng or random.SystemRandom()
+    models = candidates(user, context)
+    if len(models) < 2:
+        raise NoBattle({"context": [f"The arena needs two running models that answer free prompts in {context.name}; "
+                                    f"there {'is' if len(models) == 1 else 'are'} {len(models) or 'none'} now. "
+                                    "Try another context."]})
+    counts = pair_counts(context)
+    pairs = list(itertools.combinations(models, 2))
+    a, b = rng.choices(pairs, weights=[1 / (1 + counts[frozenset((x.pk, y.pk))]) for x, y in pairs])[0]
+    return (a, b) if rng.random() < 0.5 else (b, a)
+
+
+def start_battle(user, context, rng: random.Random | None = None) -> Battle:
+    if not getattr(user, "is_authenticated", False):
+        raise PermissionError("Log in to use the arena.")
+    a, b = draw_pair(user, context, rng)
+    with transaction.atomic():
+        sides = [Conversation.objects.create(user=user, model=m, context=context, arena=True,
+                                             title=f"Arena · {context.name} · model {label}")
+                 for m, label in ((a, "A"), (b, "B"))]
+        return Battle.objects.create(user=user, context=context, conversation_a=sides[0], conversation_b=sides[1],
+                                     battle_id="0x" + secrets.token_hex(32))
+
+
+def battle_of(conversation: Conversation) -> Battle | None:
+    return Battle.objects.filter(Q(conversation_a=conversation) | Q(conversation_b=conversation)).first()
+
+
+def hidden(conversation: Conversation) -> bool:
+    """Whether the conversation's model must not be named to its user yet."""
+    if not conversation.arena:
+        return False
+    battle = battle_of(conversation)
+    return battle is None or battle.status == Battle.Status.ANSWERING
+
+
+# --- the vote -------------------------------------------------------------------------------------
+
+def first_answers(battle: Battle) -> tuple[Interaction | None, Interaction | None]:
+    """The first answer on each side (what the vote is about)."""
+    return tuple(Interaction.objects.filter(conversation=c, replaces=None).order_by("created_at", "pk").first()
+                 for c in (battle.conversation_a, battle.conversation_b))
+
+
+def ready_to_vote(battle: Battle) -> bool:
+    a, b = first_answers(battle)
+    return a is not None and b is not None and a.status == DONE and b.status == DONE
+
+
+def names_itself(model: RegisteredModel, text: str) -> bool:
+    """Whether an answer names its own model: its registered name, the name without its size or
+    version suffix ("lighthouse-3b" -> "lighthouse"), or its provider, as a whole word, any case.
+    Names shorter than four letters are not looked for (too many false alarms)."""
+    names = {model.name, re.split(r"[-_ ](?:v?\d|\d+b\b)", model.name, maxsplit=1)[0], model.provider}
+    for name in filter(None, (n.strip() for n in names)):
+        if len(name) >= 4 and re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE):
+            return True
+    return False
+
+
+def _check_vote(user, battle: Battle, outcome: str) -> tuple[Interaction, Interaction]:
+    if battle.user_id != getattr(user, "id", None):
+        raise PermissionError("Only the person who had this battle can vote on it.")
+    if battle.status != Battle.Status.ANSWERING:
+        raise ValidationError({"vote": ["You already voted on this battle: one vote per battle."]})
+    if outcome not in Battle.OUTCOMES:
+        raise ValidationError({"vote": [f"Choose one of: {', '.join(Battle.OUTCOMES.values())}."]})
+    if not ready_to_vote(battle):
+        raise ValidationError({"vote": ["Both answers must be complete before you vote."]})
+    return first_answers(battle)
+
+
+def signer(battle: Battle) -> str:
+    """Who signs the vote: the user the oracle named for the battle's answers (their wallet, if linked
+    before they were scored), else the user's address now."""
+    a, _ = first_answers(battle)
+    return ratings.signer_of(a) if a is not None else Profile.objects.get(user_id=battle.user_id).rating_address
+
+
+def needs_wallet(battle: Battle) -> bool:
+    return relay.enabled() and ratings.key_kind(signer(battle)) == "wallet"
+
+
+def _payload(battle: Battle, outcome: str) -> dict:
+    return outbox.check_call("vote", {"battleId": battle.battle_id, "outcome": outbox.VOTE_OUTCOMES[outcome]})
+
+
+def prepare_vote(user, battle: Battle, outcome: str) -> dict:
+    """What a wallet user's browser asks the wallet to sign for this vote (as for a rating)."""
+    _check_vote(user, battle, outcome)
+    address = signer(battle)
+    request = relay.unsigned(address, "vote", _payload(battle, outcome), ratings.wallet_nonce(user, address))
+    return {"address": address, "typedData": relay.message(request), "request": metatx.to_json(request)}
+
+
+def vote(user, battle: Battle, outcome: str, signed_request=None) -> Battle:
+    """Record the vote (once), whether it counts, and send it on its way."""
+    a, b = _check_vote(user, battle, outcome)
+    address = signer(battle)
+    request = None
+    if needs_wallet(battle):
+        request = ratings.checked_request("vote", address, _payload(battle, outcome), signed_request, field="vote")
+    named = "".join(side for side, i in zip(SIDES, (a, b)) if names_itself(i.conversation.model, i.answer))
+    updated = Battle.objects.filter(pk=battle.pk, status=Battle.Status.ANSWERING).update(
+        status=Battle.Status.VOTED, outcome=outcome, self_named=named, signer=address, request=request,
+        voted_at=timezone.now())
+    if not updated:  # another tab voted meanwhile
+        raise ValidationError({"vote": ["You already voted on this battle: one vote per battle."]})
+    battle.refresh_from_db()
+    advance(battle)
+    return battle
+
+
+# --- on-chain -------------------------------------------------------------------------------------
+
+def advance(battle: Battle) -> bool:
+    """Queue openBattle (the oracle) and the vote (its user, relayed) once both answers' autoEval calls
+    are confirmed; False while they are not."""
+    if battle.status != Battle.Status.VOTED:
+        return False
+    a, b = first_answers(battle)
+    autos = [ratings.auto_item(i) for i in (a, b)]
+    if any(item is None or item.status != OutboxItem.Status.CONFIRMED for item in autos):
+        return False
+    payload = _payload(battle, battle.outcome)
+    with transaction.atomic():
+        opened = outbox.enqueue("openBattle", oracle_address(), {
+            "battleId": battle.battle_id, "interactionA": a.interaction_id, "interactionB": b.interaction_id,
+            "voided": bool(battle.self_named)})
+        try:
+            if battle.request is not None:
+                voted = outbox.enqueue("vote", battle.signer, payload, depends_on=opened,
+                                       request=metatx.from_json(battle.request))
+            elif relay.enabled():
+                voted = outbox.enqueue_signed("vote", battle.signer, payload, depends_on=opened)
+            else:
+                voted = outbox.enqueue("vote", battle.signer, payload, depends_on=opened)
+        except outbox.InvalidCall as exc:  # a wallet's request that expired (or lost its nonce) meanwhile
+            Battle.objects.filter(pk=battle.pk).update(status=Battle.Status.FAILED, open_item=opened,
+                                                       error=f"{exc}: vote again to sign it again")
+            return False
+        Battle.objects.filter(pk=battle.pk).update(status=Battle.Status.QUEUED, open_item=opened, vote_item=voted)
+    battle.refresh_from_db()
+    return True
+
+
+def advance_waiting(limit: int = 200) -> int:
+    """Move on every voted battle whose answers are on-chain now (called by the oracle's worker)."""
+    moved = 0
+    for battle in Battle.objects.filter(status=Battle.Status.VOTED).order_by("voted_at")[:limit]:
+        moved += advance(battle)
+    return moved
+
+
+def refresh(battle: Battle) -> Battle:
+    """Bring the status in line with the outbox and the indexed chain."""
+    if battle.status == Battle.Status.QUEUED:
+        items = [battle.open_item, battle.vote_item]
+        failed = next((i for i in items if i is not None and i.status == OutboxItem.Status.FAILED), None)
+        if failed is not None:
+            battle.status, battle.error = Battle.Status.FAILED, f"{failed.function} refused: {failed.last_error}"
+        elif ArenaBattle.objects.filter(battle_id=battle.battle_id, outcome__isnull=False).exists():
+            battle.status = Battle.Status.ONCHAIN
+        Battle.objects.filter(pk=battle.pk).update(status=battle.status, error=battle.error)
+    return battle
+
+
+def summary(battle: Battle) -> dict:
+    """What the battle page shows about the vote: nothing of the names before it."""
+    voted = battle.status != Battle.Status.ANSWERING
+    out = {"voted": voted, "status": battle.status, "outcome": Battle.OUTCOMES.get(battle.outcome, ""),
+           "counted": battle.counted, "error": battle.error, "ready": ready_to_vote(battle) if not voted else True}
+    if voted:
+        out["names"] = {side: c.model.name for side, c in zip(SIDES, (battle.conversation_a, battle.conversation_b))}
+        out["self_named"] = [out["names"][s] for s in battle.self_named]
+        onchain = ArenaBattle.objects.filter(battle_id=battle.battle_id).first()
+        out["onchain"] = onchain
+    return out

@@ -1,0 +1,170 @@
+"""Arena mode on the site's side (issue 22, item 1): drawing two models (favouring pairs with few
+battles, never the user's own), hidden names until the vote, one vote per battle by its user, a vote
+on an answer that named its own model kept but not counted, and the vote's way to the chain (after
+both answers' autoEval: openBattle by the oracle, then the user's signed vote, relayed). The chain
+itself runs in tests/chain/test_relay.py and the whole flow in tests/browser/test_arena_in_browser.py."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.test import Client
+
+from apps.chain.keys import oracle_address, relayer_address
+from apps.chain.models import OutboxItem
+from apps.chat import arena
+from apps.chat.conversations import begin_interaction, finish_interaction, search_conversations
+from apps.chat.models import Battle, RegisteredModel
+from apps.chat.registry import ModelFields, register_model
+from tests.personas import PASSWORD, developer, user
+
+from .factories import make_contexts
+from .test_ratings import auto_eval_queued
+from .test_wallet import deployed  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.django_db
+
+
+def _model(owner, name: str, *, kind=RegisteredModel.Kind.OPENAI, provider: str = "Lab") -> RegisteredModel:
+    model = register_model(owner, ModelFields(name=name, provider=provider, endpoint_url="http://127.0.0.1:9/v1",
+                                              endpoint_model=name))
+    RegisteredModel.objects.filter(pk=model.pk).update(healthy=True, kind=kind)
+    model.refresh_from_db()
+    return model
+
+
+@pytest.fixture
+def stage(settings, tmp_path):
+    settings.LLMCHAIN_IPFS_DIR = tmp_path / "ipfs"
+    writing, = make_contexts("writing")
+    dave = developer("dave")
+    models = [_model(dave, name) for name in ("lighthouse-3b", "harbour-7b", "tide-13b")]
+    return writing, models, user("alice")
+
+
+def _answered(battle: Battle, texts=("An answer.", "Another answer.")) -> tuple:
+    out = []
+    for conversation, text in zip((battle.conversation_a, battle.conversation_b), texts):
+        turn = begin_interaction(battle.user, conversation, "Describe a harbour at dawn.")
+        finish_interaction(turn, text)
+        out.append(turn)
+    return tuple(out)
+
+
+def test_fewer_than_two_models_is_said_plainly(stage):
+    writing, models, alice = stage
+    RegisteredModel.objects.filter(pk__in=[m.pk for m in models[1:]]).update(healthy=False)
+    with pytest.raises(ValidationError, match="needs two running models"):
+        arena.start_battle(alice, writing)
+    assert not Battle.objects.exists()
+
+
+def test_replay_models_and_the_users_own_models_are_never_drawn(stage):
+    writing, models, alice = stage
+    RegisteredModel.objects.filter(pk=models[2].pk).update(kind=RegisteredModel.Kind.REPLAY)
+    mine = _model(models[0].owner, "alices-own-7b")
+    RegisteredModel.objects.filter(pk=mine.pk).update(owner=alice)
+    drawn = {m.pk for _ in range(30) for m in arena.draw_pair(alice, writing, random.Random(_))}
+    assert drawn == {models[0].pk, models[1].pk} and mine.pk not in drawn
+
+
+def test_pairs_with_few_battles_come_up_more_often(stage):
+    writing, models, alice = stage
+    for _ in range(9):  # lighthouse vs harbour has met 9 times; the two other pairs never
+        battle = arena.start_battle(alice, writing, random.Random(1))
+        battle.conversation_a.model, battle.conversation_b.model = models[0], models[1]
+        battle.conversation_a.save(), battle.conversation_b.save()
+    rng = random.Random(7)
+    draws = Counter(frozenset(m.pk for m in arena.draw_pair(alice, writing, rng)) for _ in range(3000))
+    busy = draws[frozenset((models[0].pk, models[1].pk))]
+    fresh = draws[frozenset((models[0].pk, models[2].pk))] + draws[frozenset((models[1].pk, models[2].pk))]
+    # Weights 1/10 against 1 and 1: the busy pair has 1/21 of the draws (about 143 of 3000).
+    assert 80 < busy < 220 and fresh == 3000 - busy
+    pair = {models[0].pk, models[2].pk}
+    firsts = [a.pk for a, b in (arena.draw_pair(alice, writing, rng) for _ in range(2000)) if {a.pk, b.pk} == pair]
+    assert 0.4 < firsts.count(models[0].pk) / len(firsts) < 0.6, "which model is A is random too"
+
+
+def test_names_are_hidden_until_the_vote_and_shown_after(stage):
+    writing, models, alice = stage
+    battle = arena.start_battle(alice, writing, random.Random(3))
+    a, b = _answered(battle)
+    client = Client()
+    client.login(username="alice", password=PASSWORD)
+    page = client.get(f"/arena/{battle.pk}/").content.decode()
+    names = [m.name for m in models]
+    assert not any(name in page for name in names), "no model is named before the vote"
+    assert client.get(f"/chat/{battle.conversation_a.pk}/").url == f"/arena/{battle.pk}/"
+    assert not search_conversations(alice).filter(arena=True).exists()
+    vote_box = client.get(f"/arena/{battle.pk}/vote").content.decode()
+    assert "Which answer is better?" in vote_box and not any(name in vote_box for name in names)
+    response = client.post(f"/arena/{battle.pk}/vote", {"outcome": "a"})
+    assert response.status_code == 200 and response["HX-Refresh"] == "true"
+    battle.refresh_from_db()
+    assert (battle.status, battle.outcome, battle.self_named) == ("voted", "a", "")
+    page = client.get(f"/arena/{battle.pk}/").content.decode()
+    assert battle.conversation_a.model.name in page and battle.conversation_b.model.name in page
+    assert "Your vote: A is better" in page
+    assert search_conversations(alice).filter(arena=True).count() == 2
+
+
+def test_one_vote_per_battle_by_its_user_on_complete_answers(stage):
+    writing, models, alice = stage
+    battle = arena.start_battle(alice, writing, random.Random(4))
+    with pytest.raises(ValidationError, match="Both answers must be complete"):
+        arena.vote(alice, battle, "a")
+    _answered(battle)
+    with pytest.raises(ValidationError, match="Choose one of"):
+        arena.vote(alice, battle, "left")
+    with pytest.raises(PermissionError):
+        arena.vote(user("bob"), battle, "a")
+    arena.vote(alice, battle, "tie")
+    with pytest.raises(ValidationError, match="one vote per battle"):
+        arena.vote(alice, Battle.objects.get(pk=battle.pk), "b")
+    assert Battle.objects.get(pk=battle.pk).outcome == "tie"
+
+
+def test_a_vote_where_an_answer_named_its_own_model_is_kept_but_not_counted(stage):
+    writing, models, alice = stage
+    battle = arena.start_battle(alice, writing, random.Random(5))
+    name_a = battle.conversation_a.model.name.split("-")[0]
+    _answered(battle, (f"As {name_a.upper()}, a helpful model, I would say: calm water.", "Calm water at dawn."))
+    battle = arena.vote(alice, battle, "a")
+    assert battle.self_named == "a" and not battle.counted
+    summary = arena.summary(battle)
+    assert summary["self_named"] == [battle.conversation_a.model.name]
+
+
+@pytest.mark.parametrize("text, named", [
+    ("I am Lighthouse, here to help.", True), ("lighthouse-3b here.", True), ("Ask Lab's team.", False),
+    ("A lighthouse stands on the rocks.", True),  # its name as a word, even used as a word: Chatbot Arena's rule is as blunt
+    ("The lighthouses glow.", False), ("Lighthouse3 is different.", False)])
+def test_what_counts_as_naming_itself(stage, text, named):
+    _, models, _ = stage
+    assert arena.names_itself(models[0], text) is named
+
+
+def test_the_vote_goes_on_chain_after_both_answers_signed_by_the_user_and_relayed(stage, deployed):
+    writing, models, alice = stage
+    battle = arena.start_battle(alice, writing, random.Random(6))
+    a, b = _answered(battle)
+    battle = arena.vote(alice, battle, "b")
+    assert battle.status == "voted" and not OutboxItem.objects.filter(function__in=["openBattle", "vote"]).exists()
+    autos = [auto_eval_queued(a), auto_eval_queued(b)]
+    assert not arena.advance_waiting(), "waits until both autoEval calls are confirmed"
+    OutboxItem.objects.filter(pk=autos[0].pk).update(status="confirmed")
+    assert not arena.advance_waiting()
+    OutboxItem.objects.filter(pk=autos[1].pk).update(status="confirmed")
+    assert arena.advance_waiting() == 1
+    battle.refresh_from_db()
+    opened, voted = battle.open_item, battle.vote_item
+    assert battle.status == "queued"
+    assert (opened.function, opened.sender_address) == ("openBattle", oracle_address())
+    assert opened.payload == {"battleId": battle.battle_id, "interactionA": a.interaction_id,
+                              "interactionB": b.interaction_id, "voided": False}
+    assert (voted.function, voted.sender_address, voted.signer) == ("vote", relayer_address(), alice.profile.address)
+    assert voted.payload == {"battleId": battle.battle_id, "outcome": 2} and voted.depends_on_id == opened.pk
+    assert voted.request["from"] == alice.profile.address and voted.relay_nonce == 0
