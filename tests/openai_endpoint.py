@@ -1,18 +1,21 @@
-"""A tiny OpenAI-compatible endpoint on 127.0.0.1 for tests: its model list and one-shot chat
-completions, behind an API key when it is given one, answering 401 as OpenAI does otherwise."""
+"""A tiny OpenAI-compatible endpoint on 127.0.0.1 for tests: its model list and chat completions
+(one-shot, or streamed as server-sent events when asked to stream), behind an API key when it is
+given one, answering 401 as OpenAI does otherwise."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from apps.chain.node import free_port
 
 
 class OpenAIEndpoint:
-    def __init__(self, models: tuple[str, ...] = ("tiny",), api_key: str = "", answer: str = "OK"):
-        self.models, self.api_key, self.answer = models, api_key, answer
+    def __init__(self, models: tuple[str, ...] = ("tiny",), api_key: str = "", answer: str = "OK",
+                 delay: float = 0.02):
+        self.models, self.api_key, self.answer, self.delay = models, api_key, answer, delay
         self.requests: list[tuple[str, str, dict]] = []  # (method, path, JSON body)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -53,12 +56,31 @@ def _handler(endpoint: OpenAIEndpoint) -> type[BaseHTTPRequestHandler]:
                                            "code": "invalid_api_key"}})
             elif (self.command, self.path) == ("GET", "/v1/models"):
                 self._send(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in endpoint.models]})
+            elif (self.command, self.path) == ("POST", "/v1/chat/completions") and body.get("stream"):
+                self._stream(body)
             elif (self.command, self.path) == ("POST", "/v1/chat/completions"):
                 self._send(200, {"object": "chat.completion", "model": body.get("model"), "choices": [
                     {"index": 0, "message": {"role": "assistant", "content": endpoint.answer},
                      "finish_reason": "length"}]})
             else:
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+        def _stream(self, body: dict) -> None:
+            """The answer as an OpenAI event stream, a word per event, `endpoint.delay` seconds apart."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            words = endpoint.answer.split(" ")
+            for k, word in enumerate(words):
+                chunk = {"object": "chat.completion.chunk", "model": body.get("model"), "choices": [
+                    {"index": 0, "delta": {"content": word + (" " if k < len(words) - 1 else "")},
+                     "finish_reason": None}]}
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+                time.sleep(endpoint.delay)
+            end = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+            self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
+            self.wfile.flush()
 
         def _send(self, status: int, payload: dict) -> None:
             data = json.dumps(payload).encode()
