@@ -2,15 +2,16 @@
 
 The download holds the account (name, chain address, roles, whether it shares its prompts), every
 conversation with every turn (prompt, answer, status, the turn's on-chain id and its automatic
-evaluation as the oracle recorded it), and every rating with its reasons and comment. Other people's
-data never appears in it.
+evaluation as the oracle recorded it), every rating with its reasons and comment, and every arena vote
+(the models named only once the user has voted: the download would not spoil a blind battle). Other
+people's data never appears in it.
 """
 
 from __future__ import annotations
 
 from django.utils import timezone
 
-from .models import Conversation, Rating
+from .models import Battle, Conversation, Rating
 
 FORMAT = "llmchain-user-export/1"
 
@@ -53,5 +54,16 @@ def user_data(user) -> dict:
             "turn": r.interaction_id, "interaction_id": r.interaction.interaction_id, **r.answers(),
             "tags": r.tags, "comment": r.comment, "status": r.status, "rated": _when(r.created_at),
         } for r in ratings],
-        "votes": [],  # arena votes, when there are any (issue 22, item 1)
+        "votes": [_vote(b) for b in Battle.objects.filter(user=user).select_related(
+            "context", "conversation_a__model", "conversation_b__model").order_by("created_at", "id")],
     }
+
+
+def _vote(battle: Battle) -> dict:
+    voted = battle.status != Battle.Status.ANSWERING
+    sides = {side: {"conversation": c.pk, **({"model": c.model.name, "model_id": c.model.model_id} if voted else {})}
+             for side, c in (("a", battle.conversation_a), ("b", battle.conversation_b))}
+    return {"battle_id": battle.battle_id, "context": battle.context.name, "context_id": battle.context.context_id,
+            "started": _when(battle.created_at), "sides": sides, "vote": battle.outcome or None,
+            "voted": _when(battle.voted_at), "counted": battle.counted if voted else None,
+            "self_named": list(battle.self_named), "status": battle.status}

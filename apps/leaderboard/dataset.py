@@ -15,7 +15,7 @@ from pathlib import Path
 
 from django.utils import timezone
 
-from apps.chat.models import QUESTIONNAIRE, Interaction
+from apps.chat.models import QUESTIONNAIRE, Battle, Interaction
 
 def shared_interactions():
     """Finished answers of conversations whose user shares their prompts (service accounts never do)."""
@@ -28,6 +28,7 @@ def shared_interactions():
 def records(progress: Callable[[int, int], None] | None = None, every: int = 1000) -> Iterator[dict]:
     qs = shared_interactions()
     total = qs.count()
+    arena = _arena_votes()
     first_turn: dict[int, str] = {}
     turn_no: dict[int, int] = {}
     for n, i in enumerate(qs.iterator(chunk_size=500), start=1):
@@ -45,9 +46,29 @@ def records(progress: Callable[[int, int], None] | None = None, every: int = 100
             "has_reference": job.has_reference if job else None,
             "evidence_cid": (job.evidence_cid or None) if job else None,
             "rating": ({**rating.answers(), "tags": rating.tags} if rating else None),  # the comment stays private
+            "arena": arena.get(i.pk),
         }
         if progress and (n % every == 0 or n == total):
             progress(n, total)
+
+
+def _arena_votes() -> dict[int, dict]:
+    """The arena vote each shared answer took part in, by interaction pk: the battle's on-chain id, the
+    answer's side, the other side's answer and model, the vote (a, b, tie, bad) and whether it counts."""
+    out: dict[int, dict] = {}
+    battles = Battle.objects.exclude(status=Battle.Status.ANSWERING).filter(
+        user__profile__share_prompts=True, user__profile__is_service=False).select_related(
+        "conversation_a__model", "conversation_b__model")
+    for battle in battles:
+        first = [c.interactions.filter(replaces=None).order_by("created_at", "pk").first()
+                 for c in (battle.conversation_a, battle.conversation_b)]
+        if None in first:
+            continue
+        for side, me, other in (("a", first[0], first[1]), ("b", first[1], first[0])):
+            out[me.pk] = {"battle_id": battle.battle_id, "side": side, "opponent": other.interaction_id,
+                          "opponent_model_id": other.conversation.model.model_id, "vote": battle.outcome,
+                          "counted": battle.counted}
+    return out
 
 
 def write_jsonl(path: Path, progress=None) -> int:
@@ -82,7 +103,10 @@ first turn) and `turn`, `context_id` / `context`, `model_id` / `model`, `prompt`
 `finish_reason` (`length` when cut at the token limit), `date`, `sa` (the automatic score in [0, 1]: the
 answer's calibrated BERTScore F1 against the answers of the context's best other models; null without
 references), `has_reference`, `evidence_cid` (the IPFS record of the references and the score), and
-`rating`: {questions} from 1 to 5, with optional reason `tags`, or null.
+`rating`: {questions} from 1 to 5, with optional reason `tags`, or null; and `arena`: for an answer given
+in a blind arena battle, the battle's on-chain `battle_id`, the answer's `side` (a or b), the other side's
+answer (`opponent`, its interaction id) and `opponent_model_id`, the user's `vote` (a, b, tie or bad: both
+bad) and whether it is `counted` (false when an answer named its own model), else null.
 
 No user names, chain addresses or free-text comments are included. Every evaluation and rating is also
 on the chain, where anyone can check it against the site's boards.

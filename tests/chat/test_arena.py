@@ -168,3 +168,26 @@ def test_the_vote_goes_on_chain_after_both_answers_signed_by_the_user_and_relaye
     assert (voted.function, voted.sender_address, voted.signer) == ("vote", relayer_address(), alice.profile.address)
     assert voted.payload == {"battleId": battle.battle_id, "outcome": 2} and voted.depends_on_id == opened.pk
     assert voted.request["from"] == alice.profile.address and voted.relay_nonce == 0
+
+
+def test_votes_are_in_the_users_download_and_in_the_shared_dataset(stage):
+    from apps.chat.export import user_data
+    from apps.chat.models import Profile
+    from apps.leaderboard.dataset import records
+
+    writing, models, alice = stage
+    battle = arena.start_battle(alice, writing, random.Random(8))
+    a, b = _answered(battle)
+    [before] = user_data(alice)["votes"]
+    assert before["vote"] is None and "model" not in before["sides"]["a"], "a blind battle stays blind"
+    arena.vote(alice, battle, "tie")
+    [after] = user_data(alice)["votes"]
+    assert (after["battle_id"], after["vote"], after["counted"]) == (battle.battle_id, "tie", True)
+    assert after["sides"]["b"]["model"] == battle.conversation_b.model.name
+    assert not [r for r in records() if r["interaction_id"] == a.interaction_id], "alice does not share"
+    Profile.objects.filter(user=alice).update(share_prompts=True)
+    shared = {r["interaction_id"]: r for r in records()}
+    assert shared[a.interaction_id]["arena"] == {
+        "battle_id": battle.battle_id, "side": "a", "opponent": b.interaction_id,
+        "opponent_model_id": battle.conversation_b.model.model_id, "vote": "tie", "counted": True}
+    assert shared[b.interaction_id]["arena"]["side"] == "b"

@@ -128,4 +128,4 @@ def test_the_exported_folder_loads_in_the_hugging_face_datasets_library(people, 
     assert train[1]["rating"]["reliability"] == 4 and train[1]["rating"]["tags"] == ["clear"]
     assert set(train.column_names) == {"interaction_id", "conversation", "turn", "context_id", "context", "model_id",
                                        "model", "prompt", "answer", "finish_reason", "date", "sa", "has_reference",
-                                       "evidence_cid", "rating"}
+                                       "evidence_cid", "rating", "arena"}
