@@ -191,3 +191,22 @@ def test_votes_are_in_the_users_download_and_in_the_shared_dataset(stage):
         "battle_id": battle.battle_id, "side": "a", "opponent": b.interaction_id,
         "opponent_model_id": battle.conversation_b.model.model_id, "vote": "tie", "counted": True}
     assert shared[b.interaction_id]["arena"]["side"] == "b"
+
+
+def test_a_wallet_users_vote_is_signed_by_the_wallet_and_refused_without_it(stage, deployed):
+    from .test_wallet import _link, _sign
+
+    writing, models, alice = stage
+    account, _ = _link(alice)
+    battle = arena.start_battle(alice, writing, random.Random(9))
+    _answered(battle)
+    assert arena.needs_wallet(battle) and arena.signer(battle) == account.address
+    with pytest.raises(ValidationError) as info:
+        arena.vote(alice, battle, "a")
+    assert "wallet" in str(info.value.message_dict["vote"])
+    prepared = arena.prepare_vote(alice, battle, "a")
+    assert prepared["typedData"]["message"]["from"] == account.address
+    with pytest.raises(ValidationError):  # signed for A, sent as B
+        arena.vote(alice, Battle.objects.get(pk=battle.pk), "b", _sign(prepared, account.key))
+    battle = arena.vote(alice, Battle.objects.get(pk=battle.pk), "a", _sign(prepared, account.key))
+    assert battle.signer == account.address and battle.request["from"] == account.address
