@@ -162,10 +162,7 @@ def rating_context(interaction, errors=None, preview=None) -> dict:
 @login_required
 def rating(request, pk):
     """The questionnaire under an answer (GET: the form or the rating's progress; POST: submit)."""
-    interaction = get_object_or_404(Interaction.objects.select_related(
-        "conversation__user__profile", "conversation__model", "conversation__context"), pk=pk)
-    if interaction.conversation.user_id != request.user.id:
-        raise PermissionDenied("Only the person who had this conversation can rate its answers.")
+    interaction = _own_interaction(request, pk)
     errors, status = None, 200
     if request.method == "POST":
         try:
