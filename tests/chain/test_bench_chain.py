@@ -1,17 +1,23 @@
 """`python manage.py bench chain` on a tiny sweep: its last line is the JSON of headline figures,
-and every call it offered was confirmed exactly once (in the outbox and on-chain)."""
+every call it offered (relayed ratings and complete evaluations included) was confirmed exactly
+once, in the outbox and on-chain; and the bench's fast request signer signs as the site does."""
 
 import io
 import json
 
 import pytest
 from django.core.management import call_command
+from eth_account import Account
 
+from apps.chain import metatx
 from apps.chain.models import ChainTransaction, OutboxItem, Sender, SigningKey
+from bench.chain import RequestSigner
 
-pytestmark = [pytest.mark.chain, pytest.mark.django_db(transaction=True)]
+FUNCTIONS = ["autoEval", "humEval", "updateReputation", "complete"]
 
 
+@pytest.mark.chain
+@pytest.mark.django_db(transaction=True)
 def test_bench_chain_prints_its_figures_and_confirms_every_call_once():
     out = io.StringIO()
     call_command("bench", "chain", "--rates", "20", "--duration", "2", "--users", "3", "--ceiling-duration", "1",
@@ -19,22 +25,44 @@ def test_bench_chain_prints_its_figures_and_confirms_every_call_once():
     lines = out.getvalue().strip().splitlines()
 
     result = json.loads(lines[-1])
-    assert {"functions", "node_ceiling_tx_per_s", "ratio", "batch", "duration_s", "rates"} <= result.keys()
+    assert {"functions", "complete_per_s", "node_ceiling_tx_per_s", "ratio", "batch", "duration_s", "rates",
+            "on_chain_ok", "forwarder_nonces_ok"} <= result.keys()
     assert result["rates"] == [20] and result["duration_s"] == 2 and result["batch"] >= 1
     assert result["node_ceiling_tx_per_s"] > 0
-    assert set(result["functions"]) == {"addModel", "autoEval", "humEval"}
+    assert list(result["functions"]) == FUNCTIONS, "the default functions, in order"
     for function, figures in result["functions"].items():
-        assert {"peak_per_s", "p95_ms_at_peak"} <= figures.keys()
-        assert figures["offered"] == figures["confirmed"] == 40  # 20/s for 2 s, each confirmed
-        assert 0 < figures["peak_per_s"] <= 40 and figures["p95_ms_at_peak"] > 0
+        assert {"peak_per_s", "saturated", "p95_ms_at_peak", "e2e_per_s_at_peak"} <= figures.keys()
+        # 20/s for 2 s (complete: 40 interactions, three calls each), each confirmed
+        assert figures["offered"] == figures["confirmed"] == 40, function
+        assert figures["peak_per_s"] > 0 and figures["p95_ms_at_peak"] > 0
+        assert isinstance(figures["saturated"], bool)
         assert result["ratio"][function] == pytest.approx(
             figures["peak_per_s"] / result["node_ceiling_tx_per_s"], abs=0.001)
+    assert result["complete_per_s"] == result["functions"]["complete"]["peak_per_s"]
+    # a complete evaluation waits for three confirmations in a row: slower than any one call
+    assert result["functions"]["complete"]["p95_ms_at_peak"] > result["functions"]["humEval"]["p95_ms_at_peak"]
     assert result["unconfirmed"] == result["failed"] == result["duplicates"] == 0
-    assert result["on_chain_ok"] is True  # the node holds each confirmed call's event exactly once
+    assert result["on_chain_ok"] is True, "each step's calls are on-chain exactly once"
+    assert result["forwarder_nonces_ok"] is True, "each rater's forwarder nonce = their confirmed requests"
 
-    rows = [line.split() for line in lines if line.split()[:1] in (["addModel"], ["autoEval"], ["humEval"])]
-    assert [(r[0], r[1]) for r in rows] == [("addModel", "20"), ("autoEval", "20"), ("humEval", "20")]
+    rows = [line.split() for line in lines if line.split()[:1] in ([f] for f in FUNCTIONS)]
+    assert [(r[0], r[1]) for r in rows] == [(f, "20") for f in FUNCTIONS]
+    assert all(r[-1] == "ok" for r in rows), "the on-chain count of every step equals its confirmed calls"
 
     # the bench cleans up after itself
     assert not OutboxItem.objects.exists() and not ChainTransaction.objects.exists()
     assert not Sender.objects.exists() and not SigningKey.objects.exists()
+
+
+def test_the_bench_signs_a_rating_request_exactly_as_the_site_does():
+    rater, forwarder, reputation = Account.create(), Account.create().address, Account.create().address
+    request = metatx.ForwardRequest(sender=rater.address, to=reputation, gas=200_000, nonce=7,
+                                    deadline=1_900_000_000, data=bytes(range(228)))
+    site = metatx.sign_request(request, rater.key, 31337, forwarder)
+
+    fast = RequestSigner(31337, forwarder).sign(request, bytes(rater.key))
+
+    assert fast.signature == site.signature  # RFC 6979 both: the very same bytes
+    assert metatx.recover_signer(fast, 31337, forwarder) == rater.address
+    assert metatx.recover_signer(RequestSigner(1, forwarder).sign(request, bytes(rater.key)), 31337,
+                                 forwarder) != rater.address, "the chain id is part of what is signed"

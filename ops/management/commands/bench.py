@@ -15,20 +15,31 @@ from apps.chain.client import ChainError
 from apps.chain.node import NodeError
 
 CHAIN_HELP = """\
-Offer addModel, autoEval and humEval calls at a sweep of rates to a fresh local anvil node
-(block time 1 s, free gas) through the real outbox and submitter, and print per function and
-rate the confirmed calls per second and the p50/p95 latency from enqueue to confirmation (the
-paper's Fig. 7), with the raw node ceiling (pipelined signed no-op transfers) measured in the
-same run. Setup (keys, registrations, contexts, models, the interactions humEval answers) is
-not timed.
+Offer calls at a sweep of rates to a fresh local anvil node (block time 1 s, free gas) through
+the real outbox and submitter, and print per function and rate the confirmed calls per second,
+the p50/p95 latency from enqueue to confirmation (the paper's Fig. 7), the ratio to the raw node
+ceiling (pipelined signed no-op transfers) measured in the same run, whether the step saturated
+and, when it did, what bounded it (CPU of the submitter, anvil, PostgreSQL and the bench; the
+fullest block; calls per submitter pass; with --profile, the submitter's cProfile summary).
+
+Functions (default autoEval,humEval,updateReputation,complete): autoEval (the oracle, batched);
+humEval, ratings signed by their raters (ERC-2771, EIP-712; all signed before the timed part)
+and relayed by the relayer in executeBatch; updateReputation, the relayer's, batched; complete,
+an interaction's autoEval + relayed humEval + updateReputation queued together as the site
+queues a rating (confirmed when all three are); also addModel and humEval-direct (ratings sent
+from the raters' own addresses, LLMCHAIN_RELAY=0). Setup (keys, registrations, contexts,
+models, the interactions humEval rates, the ratings updateReputation updates, the signing of
+requests) is not timed. At every rate: 0 lost, 0 applied twice, the calls counted on-chain in
+the step's blocks equal the confirmed calls; at the end each rater's forwarder nonce equals their
+confirmed requests. The default run takes about 10 minutes on 2 cores.
 
 Database: the bench uses this command's database (DATABASE_URL). Every sender it uses is a
 key it creates, and it deletes its own outbox, transaction, sender and key rows at the end
 (--keep-rows keeps them). It refuses to start if the database holds other pending outbox rows
 or a running submitter's lease, since its submitter would send those to the throw-away node:
-for a clean measurement use a scratch database, e.g.
-  DATABASE_URL=sqlite:////tmp/bench.sqlite3 python manage.py migrate
-  DATABASE_URL=sqlite:////tmp/bench.sqlite3 python manage.py bench chain
+for a clean measurement use a scratch database (PostgreSQL, as in production, or SQLite), e.g.
+  createdb bench; DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench python manage.py migrate
+  DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench python manage.py bench chain
 """
 
 
@@ -97,15 +108,19 @@ class Command(BaseCommand):
         p = sub.add_parser("chain", help="outbox + submitter throughput and latency on a fresh anvil node",
                            description=CHAIN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--rates", type=int_list, default=None,
-                       help="offered rates in calls per second (default 50,100,200,400,700,1000)")
+                       help="offered rates in calls (complete: interactions) per second "
+                            "(default 250,500,1000,1500,2000,3000,4000)")
         p.add_argument("--duration", type=float, default=10, help="seconds of offered load per step (default 10)")
         p.add_argument("--batch", type=int, default=None,
-                       help="the submitter's batch size: up to N consecutive autoEval / addModel calls of one "
-                            "sender per transaction; 1 = one call per transaction (default: the site's "
+                       help="the submitter's batch size: up to N consecutive batchable calls of one sender, or "
+                            "N relayed requests, per transaction; 1 = one call per transaction (default: the site's "
                             f"LLMCHAIN_TX_BATCH, {settings.LLMCHAIN_TX_BATCH})")
         p.add_argument("--functions", type=name_list, default=None,
-                       help="which calls to offer (default addModel,autoEval,humEval)")
-        p.add_argument("--users", type=int, default=50, help="humEval senders, one nonce lane each (default 50)")
+                       help="which calls to offer, among autoEval,humEval,updateReputation,complete,addModel,"
+                            "humEval-direct (default autoEval,humEval,updateReputation,complete)")
+        p.add_argument("--users", type=int, default=200,
+                       help="raters, each signing with consecutive forwarder nonces (humEval-direct: one nonce "
+                            "lane each) (default 200)")
         p.add_argument("--submitter", choices=["process", "thread"], default="process",
                        help="run the submitter as `manage.py chain submit` in its own process (default) or in a "
                             "thread of the bench process")
@@ -116,7 +131,10 @@ class Command(BaseCommand):
                        help="where the anvil and submitter logs go (default: a new temporary folder)")
         p.add_argument("--full-sweep", action="store_true",
                        help="offer every rate even after a function saturated (by default its higher rates are "
-                            "skipped once confirmed/s falls under 60%% of the offered rate with a backlog left)")
+                            "skipped once confirmed/s falls under 85%% of the offered rate)")
+        p.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                       help="run the submitter process under cProfile, one DIR/submitter-<function>-<rate>.prof "
+                            "per step, and print a summary of each saturated step's (slows the submitter)")
         p.add_argument("--keep-rows", action="store_true", help="keep the bench's rows in the database")
 
         s = sub.add_parser("scoring", help="the project's BERTScore scorer against plain bert_score.score",
@@ -196,14 +214,15 @@ class Command(BaseCommand):
                                             out=self.out)
         return summary, scoring.failures(summary)
 
-    def do_chain(self, rates=None, duration=10, batch=None, functions=None, users=50, submitter="process",
-                 ceiling_duration=8, drain_timeout=120, work_dir=None, keep_rows=False, full_sweep=False, **_):
+    def do_chain(self, rates=None, duration=10, batch=None, functions=None, users=200, submitter="process",
+                 ceiling_duration=8, drain_timeout=120, work_dir=None, keep_rows=False, full_sweep=False,
+                 profile=None, **_):
         from bench import chain
 
         config = chain.ChainBenchConfig(
             rates=rates or list(chain.DEFAULT_RATES), duration=duration,
             batch=settings.LLMCHAIN_TX_BATCH if batch is None else batch,
-            functions=functions or list(chain.FUNCTIONS), users=users, submitter=submitter,
+            functions=functions or list(chain.DEFAULT_FUNCTIONS), users=users, submitter=submitter,
             ceiling_duration=ceiling_duration, drain_timeout=drain_timeout, work_dir=work_dir, keep_rows=keep_rows,
-            stop_when_saturated=not full_sweep)
+            stop_when_saturated=not full_sweep, profile_dir=profile)
         return chain.headline(chain.run_chain_bench(config, self.out)), []
