@@ -24,6 +24,17 @@ with, its IPFS store (bench-ipfs/, the models' metadata records), the servers' l
 API bodies the check compared. The command's own database is never opened. A database filled
 with the same parameters under the same migrations is reused; `refill` regenerates it.
 
+The arena: as many votes as evaluations (1,000,000 by default) between the same models, spread over
+the same contexts, go into the same database as ArenaBattle rows (1% voided, 0.5% not voted yet) with
+their answers' measured style (AnswerStyle), and `arena_entries.rebuild()` fits every board's arena
+before the servers start, so the boards under load carry the arena columns. In the check phase the
+arena is timed: lib.arena's stages on the same number of votes in memory (tally, fit, 100-round
+bootstrap, style fit, its bootstrap), then, from the database, the refresh of the global board and
+of one context (load the votes, fit both, write the entries) and what one new vote costs end to end
+(its context and the global board refitted), all under one BLAS thread as the site runs it.
+`arena_only` does just that, on its own scratch database (arena.sqlite3: the votes without the
+reputation history, filled in a minute or two instead of many).
+
 Processes: this one (the orchestrator) runs the steps that need the scratch database as
 `manage.py bench boards --phase fill|check` with DATABASE_URL pointing at it, the servers as
 `python -m daphne` on one loopback port (a SO_REUSEPORT socket each), and the load generator as
@@ -54,13 +65,17 @@ import httpx
 from django.conf import settings
 from django.core.management import call_command
 from django.db import connection, transaction
+from django.db.models import Count
 from django.db.migrations.loader import MigrationLoader
 
+import numpy as np
+
 from apps.chain import evidence
-from apps.chain.models import Context, Interaction, LedgerModel, Reputation, ReputationChange
-from apps.leaderboard import boards, entries
+from apps.chain.models import ArenaBattle, Context, Interaction, LedgerModel, Reputation, ReputationChange
+from apps.leaderboard import arena, arena_entries, boards, entries
 from apps.leaderboard.api import board_data
-from apps.leaderboard.models import BoardEntry
+from apps.leaderboard.models import AnswerStyle, ArenaEntry, BoardEntry
+from lib import arena as lib_arena
 from lib import records
 from lib.ids import hex32
 from lib.reputation import GLOBAL_CONTEXT, GLOBAL_CONTEXT_ID, WAD, ReputationModel, minutes_since
@@ -72,9 +87,14 @@ BLOCK_SECONDS = 2  # one call per block, a block every 2 s
 START_TIMESTAMP = 1_735_689_600  # 2025-01-01T00:00:00Z, when the synthetic users register
 HUMAN_DELAY_CALLS = (10, 3000)  # a human rates an answer this many calls after its autoEval
 BATCH_CALLS = 50_000  # autoEvals per insert transaction
-GENERATOR_VERSION = 1  # bump when the synthetic history changes: older fills are regenerated
+GENERATOR_VERSION = 2  # bump when the synthetic history changes: older fills are regenerated (2: arena votes)
+ARENA_GENERATOR_VERSION = 1
 DB_NAME = "boards.sqlite3"
 SIDECAR = "boards.json"
+ARENA_DB_NAME = "arena.sqlite3"  # arena_only's database: the votes alone
+ARENA_SIDECAR = "arena.json"
+ARENA_BATCH = 100_000  # votes per insert transaction
+ARENA_BOOTSTRAP = 100  # the plain bootstrap's rounds measured (the site's default)
 UNCACHED_SETTINGS = "bench_boards_uncached_settings"
 KINDS = ("page", "api")
 
@@ -95,6 +115,7 @@ class BoardsBenchConfig:
     baseline: bool = True  # also measure with the boards' cache bypassed
     refill: bool = False
     work_dir: Path | None = None
+    arena_only: bool = False  # only the arena's figures, on a database of votes alone
 
     def __post_init__(self):
         if min(self.models, self.contexts, self.evaluations, self.clients, self.servers) < 1 or self.duration <= 0 \
@@ -110,7 +131,12 @@ class BoardsBenchConfig:
         """What the database's content depends on (a sidecar with other values is refilled)."""
         return {"models": self.models, "contexts": self.contexts, "evaluations": self.evaluations,
                 "human_share": self.human_share, "reference_share": self.reference_share, "users": self.users,
-                "seed": self.seed, "generator": GENERATOR_VERSION}
+                "seed": self.seed, "generator": GENERATOR_VERSION, "arena": self.arena_params()}
+
+    def arena_params(self) -> dict:
+        """What the arena votes depend on: as many votes as evaluations, between the same models."""
+        return {"models": self.models, "contexts": self.contexts, "votes": self.evaluations, "seed": self.seed,
+                "generator": ARENA_GENERATOR_VERSION}
 
 
 def schema() -> list[str]:
@@ -363,10 +389,144 @@ def fill(params: dict, out: Out) -> dict:
     t = time.perf_counter()
     written = entries.rebuild()
     timings["rebuild_s"] = time.perf_counter() - t
-    counts = {**chain.counts, "interactions": interactions, "reputation_changes": changes,
-              "reputations": len(chain.mirror.reps), "board_entries": BoardEntry.objects.count(), "blocks": chain.block}
     out(f"setup: entries.rebuild() wrote {written:,} board entries in {timings['rebuild_s']:.1f} s")
+    arena_filled = fill_arena_votes(params["arena"], out, first_block=chain.block + 1)
+    timings.update(arena_filled["timings"])
+    counts = {**chain.counts, "interactions": interactions, "reputation_changes": changes,
+              "reputations": len(chain.mirror.reps), "board_entries": BoardEntry.objects.count(), "blocks": chain.block,
+              **arena_filled["counts"]}
     return {"counts": counts, "timings": {k: round(v, 2) for k, v in timings.items()}}
+
+
+# --- the arena's votes --------------------------------------------------------------------------
+
+def _hex_ids(rng: np.random.Generator, n: int) -> list[str]:
+    """n random 32-byte ids as 0x-hex (ids on-chain are hashes: their order says nothing)."""
+    words = rng.integers(0, 2**63, size=(n, 4), dtype=np.int64)
+    return [f"0x{a:016x}{b:016x}{c:016x}{d:016x}" for a, b, c, d in words.tolist()]
+
+
+def synthetic_votes(params: dict, start: int, n: int, first_block: int) -> tuple[list[tuple], list[tuple]]:
+    """Votes start..start+n-1 of the synthetic arena, as (ArenaBattle rows, AnswerStyle rows). Models have
+    strengths ~ N(0, 1) in log-odds, the longer answer gets +0.3 per RMS of the length difference; 15%
+    ties, 5% both bad, 1% voided, 0.5% not voted yet; ten votes a block. Deterministic for the params."""
+    models = [hex32(synthetic_id("model", i)) for i in range(params["models"])]
+    contexts = context_ids(params["contexts"])
+    strength = np.random.default_rng(params["seed"]).normal(0.0, 1.0, len(models))
+    rng = np.random.default_rng([params["seed"], 22, start])
+    m = len(models)
+    a = rng.integers(0, m, n)
+    b = (a + rng.integers(1, m, n)) % m
+    ctx = rng.integers(0, len(contexts), n)
+    len_a, len_b = rng.lognormal(6, 0.7, n).astype(int) + 1, rng.lognormal(6, 0.7, n).astype(int) + 1
+    md_a, md_b = rng.gamma(2.0, 3.0, n), rng.gamma(2.0, 3.0, n)
+    length = lib_arena.normalized_difference(len_a, len_b)
+    p = 1.0 / (1.0 + np.exp(-(strength[a] - strength[b] + 0.3 * length / 0.35)))  # 0.35: about the RMS
+    u = rng.random(n)
+    outcome = np.where(u < 0.15, 3, np.where(u < 0.2, 4, np.where(rng.random(n) < p, 1, 2)))
+    kind = rng.random(n)  # < 0.01 voided, < 0.015 not voted
+    battle_ids, interactions = _hex_ids(rng, n), _hex_ids(rng, 2 * n)
+    user = "0x" + "be" * 20
+    battles, styles = [], []
+    for k in range(n):
+        block = first_block + (start + k) // 10
+        voided, voted = bool(kind[k] < 0.01), not 0.01 <= kind[k] < 0.015
+        ia, ib = interactions[2 * k], interactions[2 * k + 1]
+        battles.append((battle_ids[k], contexts[ctx[k]], models[a[k]], models[b[k]], ia, ib, user, voided, block,
+                        f"0x{block:064x}", int(outcome[k]) if voted else None, (not voided) if voted else None,
+                        block if voted else None, f"0x{block:064x}" if voted else ""))
+        styles.append((ia, int(len_a[k]), float(md_a[k]), "evidence"))
+        styles.append((ib, int(len_b[k]), float(md_b[k]), "evidence"))
+    return battles, styles
+
+
+BATTLE_COLUMNS = ("battle_id", "context_id", "model_a", "model_b", "interaction_a", "interaction_b", "user", "voided",
+                  "block_number", "tx", "outcome", "counted", "vote_block", "vote_tx")
+STYLE_COLUMNS = ("interaction_id", "length", "markdown", "source")
+
+
+def fill_arena_votes(params: dict, out: Out, *, first_block: int = 1) -> dict:
+    """The synthetic arena's ArenaBattle and AnswerStyle rows (the answers' style as a refresh measures
+    it), then every board's arena fitted with arena_entries.rebuild() as after an indexer's catch-up."""
+    if ArenaBattle.objects.exists():
+        raise BenchError(f"{connection.settings_dict['NAME']} already holds arena battles")
+    generate = insert = 0.0
+    total = params["votes"]
+    for start in range(0, total, ARENA_BATCH):
+        t = time.perf_counter()
+        battles, styles = synthetic_votes(params, start, min(ARENA_BATCH, total - start), first_block)
+        generate += time.perf_counter() - t
+        t = time.perf_counter()
+        with transaction.atomic():
+            _insert(ArenaBattle, BATTLE_COLUMNS, battles)
+            _insert(AnswerStyle, STYLE_COLUMNS, styles)
+        insert += time.perf_counter() - t
+        out(f"setup: {start + len(battles):,} arena battles (generate {generate:.1f} s, insert {insert:.1f} s)")
+    t = time.perf_counter()
+    boards_fitted = arena_entries.rebuild()
+    rebuild = time.perf_counter() - t
+    counted = ArenaBattle.objects.filter(counted=True).count()
+    out(f"setup: {counted:,} counted votes; arena_entries.rebuild() fitted {boards_fitted} boards in {rebuild:.1f} s")
+    return {"counts": {"arena_battles": total, "arena_votes": counted, "arena_entries": ArenaEntry.objects.count()},
+            "timings": {"arena_generate_s": round(generate, 2), "arena_insert_s": round(insert, 2),
+                        "arena_rebuild_s": round(rebuild, 2)}}
+
+
+def fill_arena_only(params: dict, out: Out) -> dict:
+    t = time.perf_counter()
+    call_command("migrate", verbosity=0, interactive=False)
+    out(f"setup: migrated the arena's scratch database in {time.perf_counter() - t:.1f} s")
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA synchronous=OFF")
+            cursor.execute("PRAGMA cache_size=-262144")
+    return fill_arena_votes(params, out)
+
+
+def measure_arena(params: dict, out: Out) -> dict:
+    """The arena's figures (see the module docstring): lib.arena's stages in memory, then the refresh of
+    the ArenaEntry table from the ArenaBattle rows; one BLAS thread throughout, as the site runs it."""
+    style_rounds = settings.LLMCHAIN_ARENA_STYLE_BOOTSTRAP
+    with arena.one_blas_thread():
+        stages = lib_arena.arena_bench(params["models"], params["votes"], bootstrap=ARENA_BOOTSTRAP,
+                                       seed=params["seed"], style_bootstrap_rounds=style_rounds)
+    out(f"arena: lib.arena on {params['votes']:,} votes and {params['models']} models in memory: tally "
+        f"{stages['tally_s']:.2f} s, fit {stages['fit_s']:.3f} s, {ARENA_BOOTSTRAP}-round bootstrap "
+        f"{stages[f'bootstrap_{ARENA_BOOTSTRAP}_s']:.2f} s, style fit {stages['style_fit_s']:.2f} s, "
+        f"{style_rounds}-round style bootstrap {stages[f'style_bootstrap_{style_rounds}_s']:.2f} s")
+
+    def timed(fn, *args):
+        t = time.perf_counter()
+        value = fn(*args)
+        return value, round(time.perf_counter() - t, 3)
+
+    rounds = {"bootstrap": settings.LLMCHAIN_ARENA_BOOTSTRAP, "style_bootstrap": style_rounds}
+    refresh = {}
+    busiest = (ArenaBattle.objects.filter(counted=True).values_list("context_id").annotate(n=Count("id"))
+               .order_by("-n").values_list("context_id", flat=True).first())
+    arena_entries.forget_votes()
+    _, first_read_s = timed(arena_entries.load_votes, GLOBAL_CONTEXT_ID)
+    out(f"arena: first read of every vote into this process (once per process: later refits read only the "
+        f"votes folded since) {first_read_s:.2f} s")
+    for label, ctx in (("global", GLOBAL_CONTEXT_ID), ("context", busiest)):
+        columns, load_s = timed(arena_entries.load_votes, ctx)
+        result, fit_s = timed(lambda: arena.compute(ctx, columns, **rounds))
+        _, total_s = timed(arena_entries.refresh_board, ctx)
+        refresh[label] = {"votes": result.votes, "load_s": load_s, "fit_s": fit_s, "refresh_s": total_s,
+                          "style_failed": result.style_failed, "style_problem": result.style_problem}
+        out(f"arena: refit of the {label} board ({result.votes:,} votes): votes read {load_s:.2f} s, both fits "
+            f"with their bootstraps {fit_s:.2f} s; arena_entries.refresh_board (all, entries written) {total_s:.2f} s")
+    t = time.perf_counter()
+    with transaction.atomic():  # a new vote in the busiest context, as the indexer folds it: the boards are
+        arena_entries.mark_stale({busiest})  # marked, and the commit's callback refits them
+    vote_s = round(time.perf_counter() - t, 3)
+    out(f"arena: one new vote, end to end (its context and the global board refitted after the fold): {vote_s:.2f} s")
+    texts = [("# Title\n\n" if k % 3 == 0 else "") + "- item **bold** text\n" * (20 + k % 80) for k in range(2000)]
+    _, style_s = timed(lambda: [arena.answer_style(t) for t in texts])
+    return {"votes": params["votes"], "models": params["models"], "blas_threads": 1, "first_read_s": first_read_s,
+            "bootstrap": settings.LLMCHAIN_ARENA_BOOTSTRAP, "style_bootstrap": style_rounds,
+            "memory": stages, "refresh": refresh, "vote_refresh_s": vote_s,
+            "answer_style_us": round(style_s / len(texts) * 1e6, 1)}
 
 
 # --- the check (runs against the scratch database, with the servers up) --------------------------
@@ -722,8 +882,8 @@ class BoardsBench:
         self.sidecar = self.folder / SIDECAR
 
     # -- environment of the processes that see the scratch database -------------------------------
-    def env(self, *, cached: bool = True) -> dict:
-        env = {**os.environ, "DATABASE_URL": f"sqlite:///{self.db}", "LLMCHAIN_IPFS_BACKEND": "local",
+    def env(self, *, cached: bool = True, db: Path | None = None) -> dict:
+        env = {**os.environ, "DATABASE_URL": f"sqlite:///{db or self.db}", "LLMCHAIN_IPFS_BACKEND": "local",
                "LLMCHAIN_IPFS_DIR": str(self.folder / "bench-ipfs"), "PYTHONUNBUFFERED": "1",
                "DJANGO_SETTINGS_MODULE": "llmchain_site.settings", **debug_off_env()}
         if not cached:
@@ -834,9 +994,45 @@ class BoardsBench:
         finally:
             pool.stop()
 
+    # -- the arena alone ------------------------------------------------------------------------------
+    def run_arena_only(self) -> dict:
+        """The arena's figures on a scratch database of votes alone (filled once, reused like the boards')."""
+        started = time.perf_counter()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        db, sidecar = self.folder / ARENA_DB_NAME, self.folder / ARENA_SIDECAR
+        params = {**self.cfg.arena_params(), "schema": schema()}
+        spec = self.folder / "arena-params.json"
+        spec.write_text(json.dumps(params))
+        recorded = json.loads(sidecar.read_text()) if sidecar.exists() else None
+        if db.exists() and recorded is None:
+            raise BenchError(f"{db} exists but has no {ARENA_SIDECAR} beside it: not a database this bench filled. "
+                             f"Remove it or choose another --dir.")
+        if recorded and recorded["params"] == params and db.exists() and not self.cfg.refill:
+            self.out(f"setup: reusing {db} (filled {recorded['filled_at']}; --refill regenerates it)")
+        else:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{db}{suffix}").unlink(missing_ok=True)
+            sidecar.unlink(missing_ok=True)
+            self.out(f"setup: filling {db} with {params['votes']:,} arena votes between {params['models']} models "
+                     f"in {params['contexts']} contexts")
+            t = time.perf_counter()
+            filled = self.phase("fill", self.env(db=db), spec=spec)
+            recorded = {"params": params, "filled_at": datetime.now(dt_timezone.utc).isoformat(timespec="seconds"),
+                        "counts": filled["counts"], "timings": {**filled["timings"],
+                                                                "total_s": round(time.perf_counter() - t, 1)}}
+            sidecar.write_text(json.dumps(recorded, indent=1))
+        figures = self.phase("check", self.env(db=db), spec=spec)["arena"]
+        summary = {"arena_only": True, "arena": figures, "arena_setup": recorded["timings"],
+                   "elapsed_s": round(time.perf_counter() - started, 1)}
+        self.out(arena_line(figures))
+        self.out(f"total {summary['elapsed_s']:.0f} s")
+        return summary
+
     # -- the run ------------------------------------------------------------------------------------
     def run(self) -> dict:
         cfg = self.cfg
+        if cfg.arena_only:
+            return self.run_arena_only()
         started = time.perf_counter()
         data = self.ensure_data()
         (self.folder / f"{UNCACHED_SETTINGS}.py").write_text(
@@ -905,7 +1101,7 @@ class BoardsBench:
                               for k in KINDS},
                     "machine": cached.window_cpu,
                     "boards_checked": checked["boards"], "boards_mismatched": len(checked["mismatched"]),
-                    "recompute_ms": checked["recompute"],
+                    "recompute_ms": checked["recompute"], "arena": checked["arena"],
                     "board_entries": data["counts"]["board_entries"],
                     "reputation_changes": data["counts"]["reputation_changes"],
                     "setup_s": data["timings"], "elapsed_s": round(elapsed, 1)}
@@ -926,7 +1122,17 @@ class BoardsBench:
             line += (f"; without the cache p95 {b['p95_ms']} ms, {b['rps']:.0f} requests/s "
                      f"(the cache: x{summary['cache_rps_ratio']} throughput)")
         self.out(line)
+        self.out(arena_line(summary["arena"]))
         self.out(f"total {summary['elapsed_s']:.0f} s")
+
+
+def arena_line(figures: dict) -> str:
+    g, c = figures["refresh"]["global"], figures["refresh"]["context"]
+    return (f"arena: {figures['votes']:,} votes, {figures['models']} models: refit of the global board "
+            f"{g['refresh_s']:.2f} s (votes read {g['load_s']:.2f} s, fits and bootstraps {g['fit_s']:.2f} s), of a "
+            f"context ({c['votes']:,} votes) {c['refresh_s']:.2f} s; one new vote end to end "
+            f"{figures['vote_refresh_s']:.2f} s ({figures['bootstrap']} plain and {figures['style_bootstrap']} "
+            f"style bootstrap rounds, one BLAS thread; first read of the votes {figures['first_read_s']:.2f} s)")
 
 
 def run_boards_bench(config: BoardsBenchConfig, out: Out = print) -> dict:
@@ -937,6 +1143,8 @@ def failures(summary: dict) -> list[str]:
     """Why a run's figures cannot stand (the command exits non-zero on any): a failed request, or
     a served board that is not build_board's."""
     found = []
+    if summary.get("arena_only"):
+        return found
     baseline = summary.get("baseline", {})
     if summary["errors"] or summary["unmeasured_errors"] or baseline.get("errors") or baseline.get(
             "unmeasured_errors"):
@@ -949,10 +1157,15 @@ def failures(summary: dict) -> list[str]:
 def run_phase(name: str, folder: Path, out: Out, *, port: int | None = None,
               spec: Path | None = None) -> dict:
     """One step run by the orchestrator in a child process (see the module docstring)."""
+    if name == "fill" and spec:  # arena_only: the votes alone
+        return fill_arena_only(json.loads(Path(spec).read_text()), out)
     if name == "fill":
         return fill(json.loads((folder / "params.json").read_text()), out)
+    if name == "check" and spec:  # arena_only: no servers, the arena's figures only
+        return {"arena": measure_arena(json.loads(Path(spec).read_text()), out)}
     if name == "check":
-        return check(f"http://127.0.0.1:{port}", folder / "served", out)
+        checked = check(f"http://127.0.0.1:{port}", folder / "served", out)
+        return {**checked, "arena": measure_arena(json.loads((folder / "params.json").read_text())["arena"], out)}
     if name == "load":
         return run_load(json.loads(Path(spec).read_text()), out)
     raise BenchError(f"unknown phase {name!r}")

@@ -356,6 +356,15 @@ LLMCHAIN_DEBATE_EXPERTS = int(os.environ.get("LLMCHAIN_DEBATE_EXPERTS", "1"))  #
 # --- Boards and the expert queue (apps/leaderboard, apps/annotate) ----------------------------------
 # Evaluations (automatic and human together) a model needs in a context to be ranked; fewer: provisional.
 LLMCHAIN_BOARD_MIN_EVALUATIONS = int(os.environ.get("LLMCHAIN_BOARD_MIN_EVALUATIONS", "5"))
+# Bootstrap rounds of the arena board's 95% intervals (apps/leaderboard/arena.py): of the Bradley-Terry Elo,
+# and of the style-controlled Elo, fewer since each of its rounds refits on every vote (~0.3 s a round at
+# 1,000,000 votes, against ~5 ms for a plain round). The served board states the rounds it used.
+LLMCHAIN_ARENA_BOOTSTRAP = int(os.environ.get("LLMCHAIN_ARENA_BOOTSTRAP", "100"))
+LLMCHAIN_ARENA_STYLE_BOOTSTRAP = int(os.environ.get("LLMCHAIN_ARENA_STYLE_BOOTSTRAP", "20"))
+# Who refits a board's arena once the indexer has folded votes: "after-fold", the indexer's process right
+# after its commit (at 1,000,000 votes the refit holds that process ~10 s: see `bench boards`), or "worker",
+# a process of its own (`python manage.py leaderboard arena --follow`).
+LLMCHAIN_ARENA_REFIT = os.environ.get("LLMCHAIN_ARENA_REFIT", "after-fold")
 # How long an expert holds a queue item; an unanswered item passes to another expert after it.
 LLMCHAIN_CLAIM_MINUTES = float(os.environ.get("LLMCHAIN_CLAIM_MINUTES", "15"))
 

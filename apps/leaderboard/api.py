@@ -66,6 +66,51 @@ class BoardRowSerializer(serializers.Serializer):
                                       "model's answer; see `peer`); null when the model was not in it, and always "
                                       "on the global board. Not on-chain.")
     peer_record = PeerRecordSerializer(allow_null=True, help_text="The comparisons peer_elo rests on; null with it.")
+    arena_elo = serializers.FloatField(allow_null=True, help_text="Bradley–Terry strength on the Elo scale from the "
+                                       "arena's counted votes on this board (see `arena`); null without battles. "
+                                       "Rebuilt from the chain's BattleOpened and Voted events by /verify.")
+    arena_ci_low = serializers.FloatField(allow_null=True, help_text="Low end of arena_elo's 95% bootstrap interval.")
+    arena_ci_high = serializers.FloatField(allow_null=True, help_text="High end of arena_elo's 95% bootstrap "
+                                                                      "interval.")
+    arena_rank = serializers.IntegerField(allow_null=True, help_text="1 + the number of models whose interval lies "
+                                          "wholly above this one's; null without battles.")
+    battles = serializers.IntegerField(help_text="Counted votes this model's answers were in.")
+    arena_wins = serializers.IntegerField()
+    arena_ties = serializers.IntegerField(help_text="Ties and both-bad votes.")
+    arena_losses = serializers.IntegerField()
+    arena_win_rate = serializers.FloatField(allow_null=True, help_text="(wins + ties / 2) / battles.")
+    style_elo = serializers.FloatField(allow_null=True, help_text="Elo with style control: answer length and Markdown "
+                                       "density fitted as covariates; null without battles or without a style fit.")
+    style_ci_low = serializers.FloatField(allow_null=True)
+    style_ci_high = serializers.FloatField(allow_null=True)
+    style_rank = serializers.IntegerField(allow_null=True)
+
+
+class ArenaCoefficientSerializer(serializers.Serializer):
+    feature = serializers.CharField(help_text="length or markdown.")
+    value = serializers.FloatField(allow_null=True, help_text="Log-odds of winning per root mean square of the "
+                                   "feature's normalized difference; null when it was 0 on every vote.")
+    ci_low = serializers.FloatField(allow_null=True)
+    ci_high = serializers.FloatField(allow_null=True)
+
+
+class ArenaSerializer(serializers.Serializer):
+    text = serializers.CharField(help_text="What the arena columns mean, in plain words.")
+    votes = serializers.IntegerField(help_text="Counted votes the board's arena rests on.")
+    style_votes = serializers.IntegerField(help_text="Of them, the votes whose two answers' texts are known: the "
+                                                     "style fit's.")
+    bootstrap = serializers.IntegerField(help_text="Bootstrap rounds of the arena_elo intervals.")
+    style_bootstrap = serializers.IntegerField(help_text="Bootstrap rounds of the style_elo intervals.")
+    seed = serializers.IntegerField(allow_null=True, help_text="The bootstraps' seed: sha256 of 'llmchain-arena:"
+                                    "<context id>:<votes>:<last vote block>', first 8 bytes, shifted right by 1.")
+    last_vote_block = serializers.IntegerField(allow_null=True)
+    stale = serializers.BooleanField(help_text="Votes were indexed since the last refit (which follows at once).")
+    computed_at = serializers.DateTimeField(allow_null=True)
+    matrix_url = serializers.CharField(help_text="The pairwise win-rate matrix, as JSON.")
+    style_coefficients = ArenaCoefficientSerializer(many=True)
+    style_problem = serializers.CharField(help_text="Why there are no style-controlled scores; empty when there are.")
+    style_bootstrap_failed = serializers.IntegerField(help_text="Style bootstrap rounds left out of the intervals: "
+                                                      "on that resample the votes were explained by style alone.")
 
 
 class BoardSerializer(serializers.Serializer):
@@ -80,6 +125,8 @@ class BoardSerializer(serializers.Serializer):
     peer = serializers.CharField(help_text="What peer_elo is and when it was computed, in plain words.")
     peer_computed_at = serializers.DateTimeField(allow_null=True, help_text="When the context's latest peer "
                                                  "self-evaluation ran; null when none has.")
+    arena_text = serializers.CharField(help_text="What the arena columns mean, in plain words.")
+    arena = ArenaSerializer(allow_null=True, help_text="The board's arena as a whole; null before its first vote.")
     ranked = BoardRowSerializer(many=True)
     provisional = BoardRowSerializer(many=True, help_text="Models with fewer than min_evaluations evaluations.")
 
@@ -94,7 +141,20 @@ def row_data(row: boards.BoardRow) -> dict:
             "spark": list(row.spark), "block_number": row.block_number,
             "changed_at": row.changed_at.isoformat() if row.changed_at else None,
             "debate_elo": row.debate_elo, "debate_games": row.debate_games, "peer_elo": row.peer_elo,
-            "peer_record": None if row.peer_record is None else dict(zip(("wins", "ties", "losses"), row.peer_record))}
+            "peer_record": None if row.peer_record is None else dict(zip(("wins", "ties", "losses"), row.peer_record)),
+            **{key: getattr(row, key) for key in boards.ARENA_FIELDS}}
+
+
+def arena_data(summary: boards.ArenaSummary | None, context_id: str) -> dict | None:
+    if summary is None:
+        return None
+    return {"text": summary.text, "votes": summary.votes, "style_votes": summary.style_votes,
+            "bootstrap": summary.bootstrap, "style_bootstrap": summary.style_bootstrap, "seed": summary.seed,
+            "last_vote_block": summary.last_vote_block, "stale": summary.stale,
+            "computed_at": summary.computed_at.isoformat() if summary.computed_at else None,
+            "matrix_url": reverse("api-board-arena", args=[context_id]),
+            "style_coefficients": list(summary.coefficients), "style_problem": summary.style_problem,
+            "style_bootstrap_failed": summary.style_failed}
 
 
 def board_data(board: boards.Board) -> dict:
@@ -105,6 +165,7 @@ def board_data(board: boards.Board) -> dict:
             "lambda_per_minute": boards.format_lambda(lam[0]), "weight": boards.weight_text(*lam),
             "debate": boards.DEBATE_TEXT, "peer": board.peer_text,
             "peer_computed_at": board.peer_computed_at.isoformat() if board.peer_computed_at else None,
+            "arena_text": board.arena_text, "arena": arena_data(board.arena, board.context_id),
             "ranked": [row_data(r) for r in board.ranked], "provisional": [row_data(r) for r in board.provisional]}
 
 
@@ -182,6 +243,40 @@ class BoardCsv(_BoardView):
                                "(status column), each list in the requested order.",
                    responses={(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="The board as CSV."),
                               **{(code, "application/json"): r for code, r in ERRORS.items()}})
+    def get(self, request, context_id):
+        return super().get(request, context_id)
+
+
+class ArenaModelSerializer(serializers.Serializer):
+    model_id = serializers.CharField()
+    name = serializers.CharField()
+
+
+class ArenaMatrixSerializer(serializers.Serializer):
+    context = BoardContextSerializer()
+    votes = serializers.IntegerField(help_text="Counted votes the matrix rests on.")
+    models = ArenaModelSerializer(many=True, help_text="Best first by Arena Elo: the rows and the columns.")
+    win_rates = serializers.ListField(child=serializers.ListField(child=serializers.FloatField(allow_null=True)),
+                                      help_text="[row][column]: the row model's (wins + ties / 2) / battles against "
+                                                "the column model; null where they never met (and on the diagonal).")
+
+
+def matrix_data(board: boards.Board) -> dict:
+    a = board.arena
+    return {"context": {"context_id": board.context_id, "name": board.context_name}, "votes": a.votes if a else 0,
+            "models": [{"model_id": m, "name": name} for m, name in a.models] if a else [],
+            "win_rates": [list(r) for r in a.win_rates] if a else []}
+
+
+class BoardArena(_BoardView):
+    kind = "arena-json"
+    content_type = "application/json"
+
+    def body(self, board):
+        return json.dumps(matrix_data(board), separators=(",", ":")).encode()
+
+    @extend_schema(summary="A board's pairwise arena win rates", operation_id="board_arena_matrix",
+                   parameters=PARAMETERS[:1], responses={200: ArenaMatrixSerializer, **ERRORS})
     def get(self, request, context_id):
         return super().get(request, context_id)
 

@@ -3,9 +3,11 @@
 `build_board` is the single domain function: it resolves the context, names each model from the
 registry (or its short on-chain id), splits the models with too few evaluations off as provisional,
 ranks the others by R (ties broken by name), and orders both lists by the requested column. Beside
-the on-chain numbers each row carries the model's debate rating in the context (apps.annotate.outcomes),
-and its Elo in the context's latest peer self-evaluation (apps.oracle.selfeval, stored by
-`manage.py selfeval --save`), both the site's own and not on-chain.
+R each row carries the model's arena columns (Bradley–Terry Elo from the users' votes between two
+anonymous answers, with its interval, rank, battles and the style-controlled Elo: apps/leaderboard/arena.py,
+precomputed in ArenaEntry and rebuilt by /verify from the chain's events), the model's debate rating in
+the context (apps.annotate.outcomes), and its Elo in the context's latest peer self-evaluation
+(apps.oracle.selfeval, stored by `manage.py selfeval --save`), the last two the site's own and not on-chain.
 """
 
 from __future__ import annotations
@@ -27,14 +29,15 @@ from lib.boardstats import BAND_LEVEL, BAND_MIN_HUMAN, BAND_RESAMPLES
 from lib.ids import is_hex32
 from lib.reputation import GLOBAL_CONTEXT_ID, WAD, decay_factor
 
-from . import entries
+from . import arena, entries
 from .entries import short_id
-from .models import BoardEntry
+from .models import ArenaBoard, ArenaEntry, BoardEntry
 
 GLOBAL_NAME = "Global"
 
 # Sort keys, their labels, and the direction a first click sorts in.
-SORT_KEYS = ("r", "ra", "rh", "n_auto", "n_human", "name", "block", "debate_elo", "peer_elo")
+SORT_KEYS = ("r", "ra", "rh", "n_auto", "n_human", "name", "block", "arena_elo", "style_elo", "battles", "debate_elo",
+             "peer_elo")
 DEFAULT_SORT = "r"
 DIRECTIONS = ("asc", "desc")
 
@@ -109,6 +112,18 @@ def rule_text(minimum: int) -> str:
             f"to be ranked; models with fewer are listed apart as provisional.")
 
 
+# A row's arena columns and the ArenaEntry / arena.ArenaLine attribute each comes from.
+ARENA_FIELDS = {"arena_elo": "elo", "arena_ci_low": "ci_low", "arena_ci_high": "ci_high", "arena_rank": "rank",
+                "battles": "battles", "arena_wins": "wins", "arena_ties": "ties", "arena_losses": "losses",
+                "arena_win_rate": "win_rate", "style_elo": "style_elo", "style_ci_low": "style_ci_low",
+                "style_ci_high": "style_ci_high", "style_rank": "style_rank"}
+
+
+def arena_fields(line) -> dict:
+    """A BoardRow's arena columns from an ArenaEntry or an arena.ArenaLine; none (no battles) for None."""
+    return {key: getattr(line, attr) for key, attr in ARENA_FIELDS.items()} if line is not None else {}
+
+
 @dataclass(frozen=True)
 class BoardRow:
     model_id: str
@@ -129,14 +144,30 @@ class BoardRow:
     debate_games: int = 0
     peer_elo: float | None = None  # None: not in the context's latest peer self-evaluation
     peer_record: tuple[int, int, int] | None = None  # (wins, ties, losses) of its comparisons
+    # The arena (None and 0: no counted vote in this board's arena). The style columns are None also
+    # when the board's style fit could not be made.
+    arena_elo: float | None = None
+    arena_ci_low: float | None = None
+    arena_ci_high: float | None = None
+    arena_rank: int | None = None  # 1 + the models whose whole interval lies above this one's
+    battles: int = 0
+    arena_wins: int = 0
+    arena_ties: int = 0  # ties and both-bad votes
+    arena_losses: int = 0
+    arena_win_rate: float | None = None  # (wins + ties / 2) / battles
+    style_elo: float | None = None
+    style_ci_low: float | None = None
+    style_ci_high: float | None = None
+    style_rank: int | None = None
 
     @classmethod
-    def from_entry(cls, e: BoardEntry, debate: tuple[float, int] | None = None, peer=None) -> "BoardRow":
+    def from_entry(cls, e: BoardEntry, debate: tuple[float, int] | None = None, peer=None,
+                   arena_entry: ArenaEntry | None = None) -> "BoardRow":
         return cls(model_id=e.model_id, name=e.name, r=e.r, ra=e.ra, rh=e.rh, n_auto=e.n_auto, n_human=e.n_human,
                    block_number=e.block_number, changed_at=e.changed_at, spark=tuple(e.spark), band_lo=e.band_lo,
                    band_hi=e.band_hi, band_n=e.band_n, debate_elo=debate[0] if debate else None,
                    debate_games=debate[1] if debate else 0, peer_elo=peer.elo if peer else None,
-                   peer_record=(peer.wins, peer.ties, peer.losses) if peer else None)
+                   peer_record=(peer.wins, peer.ties, peer.losses) if peer else None, **arena_fields(arena_entry))
 
     @property
     def evaluations(self) -> int:
@@ -153,7 +184,45 @@ class BoardRow:
     def value(self, sort: str):
         return {"r": self.r, "ra": self.ra, "rh": self.rh, "n_auto": self.n_auto, "n_human": self.n_human,
                 "block": self.block_number, "name": self.name.casefold(), "debate_elo": self.debate_elo,
-                "peer_elo": self.peer_elo}[sort]
+                "peer_elo": self.peer_elo, "arena_elo": self.arena_elo, "style_elo": self.style_elo,
+                "battles": self.battles or None}[sort]
+
+
+@dataclass(frozen=True)
+class ArenaSummary:
+    """A board's arena as a whole: what it rests on, and the pairwise win-rate matrix."""
+
+    votes: int
+    style_votes: int
+    bootstrap: int
+    style_bootstrap: int
+    seed: int | None
+    last_vote_block: int | None
+    stale: bool  # votes were folded since the last refit, which is on its way
+    computed_at: datetime | None
+    models: tuple[tuple[str, str], ...]  # (model id, name), best first: the matrix's rows and columns
+    win_rates: tuple[tuple[float | None, ...], ...]
+    coefficients: tuple[dict, ...]
+    style_problem: str
+    style_failed: int = 0  # style bootstrap rounds left out: no finite fit on that resample
+
+    @classmethod
+    def of(cls, state: ArenaBoard, names: dict[str, str]) -> "ArenaSummary":
+        return cls(votes=state.votes, style_votes=state.style_votes, bootstrap=state.bootstrap,
+                   style_bootstrap=state.style_bootstrap, seed=state.seed, last_vote_block=state.last_vote_block,
+                   stale=state.stale, computed_at=state.computed_at,
+                   models=tuple((m, names.get(m) or short_id(m)) for m in state.ranking),
+                   win_rates=tuple(tuple(r) for r in state.win_rates), coefficients=tuple(state.coefficients),
+                   style_problem=state.style_problem, style_failed=state.style_failed)
+
+    @property
+    def text(self) -> str:
+        return arena.arena_text(self.bootstrap, self.style_bootstrap)
+
+
+def arena_text() -> str:
+    """What the arena columns mean, under this site's rounds (for a board without an arena yet)."""
+    return arena.arena_text(settings.LLMCHAIN_ARENA_BOOTSTRAP, settings.LLMCHAIN_ARENA_STYLE_BOOTSTRAP)
 
 
 @dataclass(frozen=True)
@@ -168,6 +237,11 @@ class Board:
     generated_at: datetime = field(default_factory=timezone.now)
     peer_computed_at: datetime | None = None  # when the context's latest peer self-evaluation ran
     peer_prompts: int = 0
+    arena: ArenaSummary | None = None  # None: no vote was ever folded into this board's arena
+
+    @property
+    def arena_text(self) -> str:
+        return self.arena.text if self.arena else arena_text()
 
     @property
     def rule(self) -> str:
@@ -253,14 +327,17 @@ def build_board(context_id: str | None, sort: str | None = None, direction: str 
     # One fit per board version, shared by every sort, direction and export of the board.
     debates = cached("debate-elo", context_id, "", "", lambda: debate_ratings(context_id))
     peers = cached("peer-elo", context_id, "", "", lambda: peer_ratings(context_id))
-    rows = [BoardRow.from_entry(e, debates.get(e.model_id), peers.get(e.model_id))
+    lines = {a.model_id: a for a in ArenaEntry.objects.filter(context_id=context_id)}
+    rows = [BoardRow.from_entry(e, debates.get(e.model_id), peers.get(e.model_id), lines.get(e.model_id))
             for e in BoardEntry.objects.filter(context_id=context_id).defer("history")]
+    state = ArenaBoard.objects.filter(context_id=context_id).first()
     minimum = min_evaluations()
     ranked, provisional = rank_rows(rows, sort, direction, minimum)
     run = next(iter(peers.values()), None)  # every row of a context comes from its latest run
     return Board(context_id=context_id, context_name=name, sort=sort, direction=direction, min_evaluations=minimum,
                  ranked=ranked, provisional=provisional, peer_computed_at=run.computed_at if run else None,
-                 peer_prompts=run.prompts if run else 0)
+                 peer_prompts=run.prompts if run else 0,
+                 arena=ArenaSummary.of(state, {row.model_id: row.name for row in rows}) if state else None)
 
 
 def board_contexts() -> list[Context]:
@@ -277,7 +354,13 @@ def board_index() -> list[tuple[str, str, int]]:
 
 CSV_HEADER = ["rank", "status", "model_id", "name", "r", "ra", "rh", "r_decimal", "ra_decimal", "rh_decimal",
               "r_band_low", "r_band_high", "n_auto", "n_human", "evaluations", "block_number", "changed_at",
-              "debate_elo", "debate_games", "peer_elo", "peer_wins", "peer_ties", "peer_losses"]
+              "debate_elo", "debate_games", "peer_elo", "peer_wins", "peer_ties", "peer_losses",
+              "arena_rank", "arena_elo", "arena_ci_low", "arena_ci_high", "battles", "arena_wins", "arena_ties",
+              "arena_losses", "arena_win_rate", "style_elo", "style_ci_low", "style_ci_high", "style_rank"]
+
+
+def _number(value, digits: int = 6) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
 
 
 def _csv_safe(text: str) -> str:
@@ -297,7 +380,12 @@ def csv_rows(board: Board) -> list[list]:
                     row.changed_at.isoformat() if row.changed_at else "",
                     "" if row.debate_elo is None else f"{row.debate_elo:.1f}", row.debate_games,
                     "" if row.peer_elo is None else f"{row.peer_elo:.1f}",
-                    *(row.peer_record if row.peer_record else ("", "", ""))])
+                    *(row.peer_record if row.peer_record else ("", "", "")),
+                    "" if row.arena_rank is None else row.arena_rank, _number(row.arena_elo),
+                    _number(row.arena_ci_low), _number(row.arena_ci_high), row.battles, row.arena_wins,
+                    row.arena_ties, row.arena_losses, _number(row.arena_win_rate), _number(row.style_elo),
+                    _number(row.style_ci_low), _number(row.style_ci_high),
+                    "" if row.style_rank is None else row.style_rank])
     return out
 
 

@@ -44,3 +44,81 @@ class BoardState(models.Model):
 
     scope = models.CharField(max_length=66, unique=True, default=ALL)
     version = models.BigIntegerField(default=0)
+
+
+class ArenaEntry(models.Model):
+    """One model's line in one board's arena (a context's, or the global one over every context), derived
+    from the counted votes (apps.chain ArenaBattle) by `arena_entries.refresh`. Elo on the Bradley–Terry
+    scale with its 95% bootstrap interval and the rank that accounts for the intervals; the style-controlled
+    columns are None when the board's style fit could not be made (too few votes with both answers known)."""
+
+    model_id = models.CharField(max_length=66)
+    context_id = models.CharField(max_length=66)
+    elo = models.FloatField()
+    ci_low = models.FloatField()
+    ci_high = models.FloatField()
+    rank = models.IntegerField()  # 1 + models whose lower bound is above this one's upper bound
+    battles = models.IntegerField()
+    wins = models.IntegerField()
+    ties = models.IntegerField()  # ties and both-bad votes
+    losses = models.IntegerField()
+    win_rate = models.FloatField()  # (wins + ties / 2) / battles
+    style_elo = models.FloatField(null=True)
+    style_ci_low = models.FloatField(null=True)
+    style_ci_high = models.FloatField(null=True)
+    style_rank = models.IntegerField(null=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["context_id", "model_id"], name="one_arena_entry_per_pair")]
+
+    def __str__(self) -> str:
+        return f"arena {self.model_id[:10]} in {self.context_id[:10]}: {self.elo:.0f}"
+
+
+class ArenaBoard(models.Model):
+    """One board's arena as a whole: what its entries were computed from (votes, seed, bootstrap rounds),
+    the pairwise win-rate matrix and the style coefficients. `generation` moves inside the indexer's
+    transaction whenever the board's votes change; a refresh records the generation it read as
+    `computed_generation`, and never overwrites a newer one: the board is stale while they differ, so a
+    vote folded during a refresh is refitted by the next one."""
+
+    context_id = models.CharField(max_length=66, unique=True)
+    generation = models.BigIntegerField(default=0)
+    computed_generation = models.BigIntegerField(default=0)
+    votes = models.IntegerField(default=0)  # counted votes the board rests on
+    style_votes = models.IntegerField(default=0)  # of them, those whose two answers' text is known
+    last_vote_block = models.BigIntegerField(null=True)
+    seed = models.BigIntegerField(null=True)
+    bootstrap = models.IntegerField(default=0)
+    style_bootstrap = models.IntegerField(default=0)
+    ranking = models.JSONField(default=list)  # model ids in board order (best first): the matrix's rows
+    win_rates = models.JSONField(default=list)  # [row][column]: (wins + ties / 2) / battles, None without
+    coefficients = models.JSONField(default=list)  # the style coefficients with their intervals
+    style_problem = models.CharField(max_length=300, blank=True)  # why there are no style-controlled scores
+    style_failed = models.IntegerField(default=0)  # style bootstrap rounds left out (no finite fit)
+    computed_at = models.DateTimeField(null=True)
+    seconds = models.FloatField(null=True)  # how long the last refresh took
+
+    @property
+    def stale(self) -> bool:
+        return self.generation != self.computed_generation
+
+    def __str__(self) -> str:
+        return f"arena of {self.context_id[:10]}: {self.votes} votes{' (stale)' if self.stale else ''}"
+
+
+class AnswerStyle(models.Model):
+    """The style of one answer in a battle, measured once: its length in characters and its Markdown
+    density (lib.arena.markdown_density), from the chat's answer or the evidence record on IPFS."""
+
+    class Source(models.TextChoices):
+        CHAT = "chat"
+        EVIDENCE = "evidence"
+
+    interaction_id = models.CharField(max_length=66, unique=True)
+    length = models.IntegerField()
+    markdown = models.FloatField()
+    source = models.CharField(max_length=16, choices=Source.choices)
+
+    def __str__(self) -> str:
+        return f"{self.interaction_id[:10]}: {self.length} characters, {self.markdown:.1f} Markdown per 1000"

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from . import api
+from .views.arena import arena_matrix
 from .views.board import board
 from .views.dataset import dataset, dataset_jsonl
 from .views.model import model_reputation
@@ -12,6 +13,8 @@ urlpatterns = [
     path("api/boards/", api.BoardIndex.as_view(), name="api-boards"),
     path("api/boards/<str:context_id>.csv", api.BoardCsv.as_view(), name="api-board-csv"),
     path("api/boards/<str:context_id>", api.BoardDetail.as_view(), name="api-board"),
+    path("api/boards/<str:context_id>/arena", api.BoardArena.as_view(), name="api-board-arena"),
+    path("boards/arena-matrix", arena_matrix, name="arena-matrix"),
     path("reputation/<str:model_id>/", model_reputation, name="model-reputation"),
     path("verify/", verify, name="board-verify"),
     path("dataset/", dataset, name="dataset"),

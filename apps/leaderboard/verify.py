@@ -6,6 +6,12 @@ them through the same `lib.boardstats.summarize` the indexer feeds from its tabl
 the contract's state at the same block: every pair's `reputation(modelId, contextId)` must equal
 its last ReputationUpdated event, and every context's `contextStats` the sums of those.
 
+The arena columns are rebuilt from the BattleOpened and Voted events through the same
+`arena.compute` the site's refresh uses, with the bootstrap rounds the served board states; the
+style-controlled ones also need each voted answer's text, read from its evidence record on IPFS
+(the AutoEvaluated event's evidenceCid, checked against the CID). `style=False` skips those reads,
+and the style columns are then not compared (the report says so).
+
 The served side is this site's board table (`boards.build_board`) or another site's JSON API
 (`GET <site>/api/boards/<context_id>`), so anyone can check a site they do not run.
 """
@@ -33,15 +39,26 @@ from lib.boardstats import Change, Evaluation, summarize
 from lib.ids import b32, hex32
 from lib.reputation import GLOBAL_CONTEXT_ID, WAD
 
-from . import boards
-from .boards import BoardRow
+from . import arena, boards
+from .arena_entries import evidence_answer
+from .boards import BoardRow, arena_fields
 from .entries import metadata_name, short_id
 
 BAND_TOLERANCE = 1e-6
+ARENA_TOLERANCE = 1e-6  # Elo points, interval ends and win rates: the same recipe gives the same floats
 # (key, label) of the cells compared for each model, in table order.
-COLUMNS = (("rank", "Rank"), ("name", "Name"), ("r", "R"), ("ra", "Ra"), ("rh", "Rh"), ("n_auto", "n auto"),
-           ("n_human", "n human"), ("block_number", "Block"), ("changed_at", "Changed at (UTC)"),
-           ("band_lo", "Band low"), ("band_hi", "Band high"))
+REPUTATION_COLUMNS = (("rank", "Rank"), ("name", "Name"), ("r", "R"), ("ra", "Ra"), ("rh", "Rh"),
+                      ("n_auto", "n auto"), ("n_human", "n human"), ("block_number", "Block"),
+                      ("changed_at", "Changed at (UTC)"), ("band_lo", "Band low"), ("band_hi", "Band high"))
+ARENA_COLUMNS = (("arena_rank", "Arena rank"), ("arena_elo", "Arena Elo"), ("arena_ci_low", "Arena low"),
+                 ("arena_ci_high", "Arena high"), ("battles", "Battles"), ("arena_win_rate", "Win rate"))
+STYLE_COLUMNS = (("style_rank", "Style rank"), ("style_elo", "Style Elo"), ("style_ci_low", "Style low"),
+                 ("style_ci_high", "Style high"))
+COLUMNS = REPUTATION_COLUMNS + ARENA_COLUMNS + STYLE_COLUMNS
+FLOAT_COLUMNS = {"band_lo": BAND_TOLERANCE, "band_hi": BAND_TOLERANCE,
+                 **{key: ARENA_TOLERANCE for key, _ in ARENA_COLUMNS + STYLE_COLUMNS
+                    if key not in ("arena_rank", "battles", "style_rank")}}
+ANSWER_TIMEOUT_S = 5
 ABSENT = "absent"  # a cell of a model that one side does not list
 
 
@@ -91,10 +108,33 @@ class ChainBoards:
     last: dict[tuple[str, str], tuple[int, int, int, int, int]]  # pair -> (ra, rh, r, nAuto, nHuman) last emitted
     lambda_wad: int | None = None  # the contract's lambda of F_D at `head` (None: it has no lambdaWad)
     built_at: float = field(default_factory=time.time)
+    # The arena: each context's counted votes (ArenaVote, in battle id order), the style of the voted answers
+    # read from IPFS (interaction id -> (length, Markdown density)), and how many could not be read.
+    votes: dict[str, list[ArenaVote]] = field(default_factory=dict)
+    answers: dict[str, tuple[int, float]] = field(default_factory=dict)
+    answers_unreadable: int = 0
+    style_checked: bool = True
+    _arenas: dict = field(default_factory=dict, compare=False, repr=False)  # (context, rounds) -> ArenaResult
 
     @property
     def ok(self) -> bool:
         return not self.issues
+
+    @property
+    def columns(self) -> tuple[tuple[str, str], ...]:
+        return COLUMNS if self.style_checked else REPUTATION_COLUMNS + ARENA_COLUMNS
+
+    @property
+    def counted_votes(self) -> int:
+        return sum(len(v) for c, v in self.votes.items() if c != GLOBAL_CONTEXT_ID)
+
+    def arena(self, context_id: str, bootstrap: int, style_bootstrap: int) -> arena.ArenaResult:
+        """The board's arena from the events, with the served board's rounds (computed once per rounds)."""
+        key = (context_id, bootstrap, style_bootstrap)
+        if key not in self._arenas:
+            self._arenas[key] = arena.compute(context_id, vote_columns(self.votes.get(context_id, []), self.answers),
+                                              bootstrap=bootstrap, style_bootstrap=style_bootstrap)
+        return self._arenas[key]
 
     def issues_of(self, context_id: str) -> list[StateIssue]:
         return [i for i in self.issues if i.context_id == context_id]
@@ -150,6 +190,59 @@ def boards_from_events(events: list[dict], reader) -> tuple[dict, dict, dict]:
     return contexts, rows, last
 
 
+@dataclass(frozen=True)
+class ArenaVote:
+    """A counted vote as the BattleOpened and Voted events give it."""
+
+    battle_id: str
+    model_a: str
+    model_b: str
+    outcome: int  # 1 A better, 2 B better, 3 tie, 4 both bad
+    interaction_a: str
+    interaction_b: str
+    vote_block: int
+
+
+def votes_from_events(events: list[dict]) -> tuple[dict[str, list[ArenaVote]], dict[str, str]]:
+    """(each board's counted votes in battle id order, the global board's being every context's; the
+    evidence CID of every interaction, from its AutoEvaluated event)."""
+    battles: dict[str, dict] = {}
+    cids: dict[str, str] = {}
+    votes: dict[str, list[ArenaVote]] = defaultdict(list)
+    for e in events:
+        a, name = e["args"], e["event"]
+        if name == "AutoEvaluated":
+            cids[hex32(a["interactionId"])] = a["evidenceCid"]
+        elif name == "BattleOpened":
+            battles[hex32(a["battleId"])] = a
+        elif name == "Voted" and a["counted"]:
+            battle_id = hex32(a["battleId"])
+            b = battles[battle_id]  # the contract takes no vote on a battle it does not hold
+            votes[hex32(b["contextId"])].append(ArenaVote(
+                battle_id, hex32(b["modelA"]), hex32(b["modelB"]), int(a["outcome"]), hex32(b["interactionA"]),
+                hex32(b["interactionB"]), e["block"]))
+    if votes:
+        votes[GLOBAL_CONTEXT_ID] = [v for vs in votes.values() for v in vs]
+    return {c: sorted(vs, key=lambda v: v.battle_id) for c, vs in votes.items()}, cids
+
+
+def read_answers(interaction_ids: set[str], cids: dict[str, str], reader) -> dict[str, tuple[int, float]]:
+    """The style (length, Markdown density) of each answer whose evidence record can be read."""
+    out = {}
+    for iid in sorted(interaction_ids):
+        text = evidence_answer(cids[iid], iid, reader) if iid in cids else None
+        if text is not None:
+            out[iid] = arena.answer_style(text)
+    return out
+
+
+def vote_columns(votes: list[ArenaVote], answers: dict[str, tuple[int, float]]) -> arena.VoteColumns:
+    unknown = (None, None)
+    return arena.VoteColumns.of(
+        (v.model_a, v.model_b, v.outcome, *answers.get(v.interaction_a, unknown),
+         *answers.get(v.interaction_b, unknown), v.vote_block) for v in votes)
+
+
 def _wad(x: int) -> str:
     return f"{x // WAD}.{x % WAD:018d}"
 
@@ -190,16 +283,19 @@ def _rep_text(v: tuple) -> str:
     return f"(Ra {_wad(v[0])}, Rh {_wad(v[1])}, R {_wad(v[2])}, nAuto {v[3]}, nHuman {v[4]})"
 
 
-def rebuild_from_chain(ledger: Ledger, store=None, *, to_block: int | None = None) -> ChainBoards:
+def rebuild_from_chain(ledger: Ledger, store=None, *, to_block: int | None = None, style: bool = True) -> ChainBoards:
     """Every board from the contract's events and state up to `to_block` (the head by default),
-    names from IPFS through `store` (anything with `get(cid, timeout=...)`; by default this site's
-    IPFS, read without the database). Raises ChainError when the node cannot be read, VerifyError
-    when it cannot give the state at that block."""
+    names and the voted answers (unless `style` is False) from IPFS through `store` (anything with
+    `get(cid, timeout=...)`; by default this site's IPFS, read without the database). Raises ChainError
+    when the node cannot be read, VerifyError when it cannot give the state at that block."""
     reader = store if store is not None else default_reader()
     head = ledger.client.block_number() if to_block is None else to_block
     start = ledger.deployment.deployBlock
     events = fetch_all(ledger, start, head)
     contexts, rows, last = boards_from_events(events, reader)
+    votes, cids = votes_from_events(events)
+    voted = {iid for v in votes.get(GLOBAL_CONTEXT_ID, []) for iid in (v.interaction_a, v.interaction_b)}
+    answers = read_answers(voted, cids, reader) if style else {}
     issues = check_state(ledger, last, contexts, head)
     try:  # the weights in the events were computed with it; a contract from before it has none
         lambda_wad = ledger.view("reputation", "lambdaWad", block=head)[0]
@@ -207,7 +303,8 @@ def rebuild_from_chain(ledger: Ledger, store=None, *, to_block: int | None = Non
         lambda_wad = None
     return ChainBoards(chain_id=ledger.deployment.chainId, reputation=ledger.deployment.reputation, from_block=start,
                        head=head, events=len(events), contexts=contexts, rows=rows, issues=issues, last=last,
-                       lambda_wad=lambda_wad)
+                       lambda_wad=lambda_wad, votes=votes, answers=answers,
+                       answers_unreadable=len(voted) - len(answers) if style else 0, style_checked=style)
 
 
 # The verify page rebuilds at most once per chain head and process: visitors in the same block share
@@ -257,6 +354,8 @@ class ServedBoard:
     context_name: str | None  # None: the site serves no board for this context
     min_evaluations: int
     rows: list[BoardRow]  # ranked ones with their served rank, then provisional ones (rank None)
+    arena_rounds: tuple[int, int] | None = None  # the bootstrap rounds the served arena states (None: none yet)
+    arena_stale: bool = False  # the site says newer votes were being counted
 
 
 class SiteBoards:
@@ -272,7 +371,9 @@ class SiteBoards:
             board = boards.build_board(context_id)
         except boards.UnknownContext:
             return ServedBoard(context_id, None, boards.min_evaluations(), [])
-        return ServedBoard(context_id, board.context_name, board.min_evaluations, board.rows)
+        a = board.arena
+        return ServedBoard(context_id, board.context_name, board.min_evaluations, board.rows,
+                           (a.bootstrap, a.style_bootstrap) if a else None, a.stale if a else False)
 
 
 class RemoteSite:
@@ -315,7 +416,10 @@ class RemoteSite:
         try:
             data = response.json()
             rows = [self._row(r) for r in data["ranked"] + data["provisional"]]
-            return ServedBoard(context_id, data["context"]["name"], int(data["min_evaluations"]), rows)
+            a = data.get("arena")
+            return ServedBoard(context_id, data["context"]["name"], int(data["min_evaluations"]), rows,
+                               (int(a["bootstrap"]), int(a["style_bootstrap"])) if a else None,
+                               bool(a["stale"]) if a else False)
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             raise VerifyError(f"the served board at {url} is not a board of this API: {exc!r}") from exc
 
@@ -329,7 +433,21 @@ class RemoteSite:
                         changed_at=datetime.fromisoformat(changed) if changed else None,
                         spark=tuple(r.get("spark") or ()), band_lo=float(band[0]) if band else None,
                         band_hi=float(band[1]) if band else None, band_n=int(r.get("r_band_n") or 0),
-                        rank=None if r.get("rank") is None else int(r["rank"]))
+                        rank=None if r.get("rank") is None else int(r["rank"]),
+                        **{key: _optional(r.get(key), int if key in INT_ARENA_FIELDS else float)
+                           for key in boards.ARENA_FIELDS})
+
+
+INT_ARENA_FIELDS = ("arena_rank", "battles", "arena_wins", "arena_ties", "arena_losses", "style_rank")
+
+
+def _optional(value, kind):
+    """A served arena value: None stays None (0 for a count), anything else must be a number of its kind."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{value!r} is not a number")
+    return kind(value)
 
 
 # --- the comparison ----------------------------------------------------------------------------
@@ -341,7 +459,7 @@ def _text(column: str, value: Any) -> str:
         return "provisional" if column == "rank" else "none"
     if column in ("r", "ra", "rh"):
         return _wad(value)
-    if column in ("band_lo", "band_hi"):
+    if column in FLOAT_COLUMNS:
         return f"{value:.6f}"
     if column == "changed_at":
         return value.astimezone(dt_timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
@@ -351,8 +469,8 @@ def _text(column: str, value: Any) -> str:
 def _equal(column: str, a: Any, b: Any) -> bool:
     if a is ABSENT or b is ABSENT:
         return False
-    if column in ("band_lo", "band_hi") and a is not None and b is not None:
-        return abs(a - b) <= BAND_TOLERANCE
+    if column in FLOAT_COLUMNS and a is not None and b is not None:
+        return abs(a - b) <= FLOAT_COLUMNS[column]
     return a == b
 
 
@@ -401,12 +519,13 @@ class RowReport:
                 "cells": [c.to_dict() for c in self.cells]}
 
 
-def _cells(served: BoardRow | None, chain: BoardRow | None) -> tuple[Cell, ...]:
+def _cells(served: BoardRow | None, chain: BoardRow | None, columns) -> tuple[Cell, ...]:
     return tuple(Cell(key, getattr(served, key) if served else ABSENT, getattr(chain, key) if chain else ABSENT)
-                 for key, _ in COLUMNS)
+                 for key, _ in columns)
 
 
-def compare(served_rows: list[BoardRow], chain_rows: list[BoardRow], minimum: int) -> list[RowReport]:
+def compare(served_rows: list[BoardRow], chain_rows: list[BoardRow], minimum: int,
+            columns: tuple[tuple[str, str], ...] = COLUMNS) -> list[RowReport]:
     """Cell by cell, one report per model: the chain's rows ranked as the served board ranks them
     (`rank_rows` with the same minimum), in the chain's order, then the models only the served side lists."""
     ranked, provisional = boards.rank_rows(chain_rows, "r", "desc", minimum)
@@ -414,10 +533,10 @@ def compare(served_rows: list[BoardRow], chain_rows: list[BoardRow], minimum: in
     out = []
     for row in ranked + provisional:
         mine = served.pop(row.model_id, None)
-        out.append(RowReport(row.model_id, _cells(mine, row), "both" if mine else "chain"))
+        out.append(RowReport(row.model_id, _cells(mine, row, columns), "both" if mine else "chain"))
     for row in served_rows:
         if row.model_id in served:
-            out.append(RowReport(row.model_id, _cells(row, None), "served"))
+            out.append(RowReport(row.model_id, _cells(row, None, columns), "served"))
     return out
 
 
@@ -429,6 +548,7 @@ class BoardReport:
     min_evaluations: int
     rows: tuple[RowReport, ...]
     issues: tuple[StateIssue, ...]  # the contract's state against its events, in this context
+    notes: tuple[str, ...] = ()  # what the reader should know about the arena columns checked
 
     @property
     def name_equal(self) -> bool:
@@ -474,15 +594,34 @@ class BoardReport:
                 "ok": self.ok, "verdict": self.verdict, "models": self.models,
                 "cells_checked": self.cells_checked, "cells_differing": self.cells_differing,
                 "min_evaluations": self.min_evaluations, "rows": [r.to_dict() for r in self.rows],
-                "state_issues": [{"model_id": i.model_id, "text": i.text} for i in self.issues]}
+                "state_issues": [{"model_id": i.model_id, "text": i.text} for i in self.issues],
+                "notes": list(self.notes)}
 
 
 def check_board(context_id: str, served: ServedBoard, chain: ChainBoards) -> BoardReport:
-    """One context's served board against the chain's rebuild of it."""
-    rows = compare(served.rows, chain.rows.get(context_id, []), served.min_evaluations)
+    """One context's served board against the chain's rebuild of it, the arena columns included (with
+    the bootstrap rounds the served board states, or this site's when it states none)."""
+    bootstrap, style_bootstrap = served.arena_rounds or (settings.LLMCHAIN_ARENA_BOOTSTRAP,
+                                                         settings.LLMCHAIN_ARENA_STYLE_BOOTSTRAP)
+    result = chain.arena(context_id, bootstrap, style_bootstrap)
+    chain_rows = [replace(row, **arena_fields(result.line(row.model_id))) for row in chain.rows.get(context_id, [])]
+    rows = compare(served.rows, chain_rows, served.min_evaluations, chain.columns)
+    notes = []
+    if result.votes:
+        notes.append(f"Arena: {result.votes} counted vote{'' if result.votes == 1 else 's'} rebuilt from the "
+                     f"BattleOpened and Voted events, intervals from {bootstrap} bootstrap rounds "
+                     f"({style_bootstrap} with style control), seed {result.seed}.")
+    if not chain.style_checked:
+        notes.append("The style-controlled columns were not checked (they need every voted answer's text from IPFS).")
+    elif result.votes and result.style_votes < result.votes:
+        notes.append(f"{result.votes - result.style_votes} of the {result.votes} votes have an answer whose evidence "
+                     f"record could not be read from IPFS here: the chain side's style fit leaves them out.")
+    if served.arena_stale:
+        notes.append("The served board said newer votes were being counted: its arena columns may lag the chain "
+                     "for a moment.")
     return BoardReport(context_id=context_id, served_name=served.context_name,
                        chain_name=chain.contexts.get(context_id), min_evaluations=served.min_evaluations,
-                       rows=tuple(rows), issues=tuple(chain.issues_of(context_id)))
+                       rows=tuple(rows), issues=tuple(chain.issues_of(context_id)), notes=tuple(notes))
 
 
 def verify_boards(chain: ChainBoards, source, context_ids: list[str] | None = None) -> list[BoardReport]:

@@ -124,6 +124,8 @@ def test_the_boards_it_served_are_build_board(tiny_run):
                                 "LLMCHAIN_IPFS_DIR": str(folder / "bench-ipfs"), "LLMCHAIN_IPFS_BACKEND": "local"})
     expected = json.loads(built.stdout.strip().splitlines()[-1])
     served.pop("generated_at"), expected.pop("generated_at")
+    # The arena's timing refitted the boards after they were served: the same votes, a later computed_at.
+    served["arena"].pop("computed_at"), expected["arena"].pop("computed_at")
     assert served == expected
     assert [row["name"] for row in served["ranked"]] != [] and served["ranked"][0]["name"].startswith("bench-model-")
 
@@ -144,3 +146,41 @@ def test_it_refuses_a_database_it_did_not_fill(tmp_path):
     proc = bench(folder, *TINY, "--duration", "0.5", timeout=60)
     assert proc.returncode != 0 and "not a database this bench filled" in proc.stderr
     assert (folder / "boards.sqlite3").read_bytes() == b"someone's data"
+
+
+@pytest.mark.slow
+def test_it_times_the_arena_on_as_many_votes_as_evaluations(tiny_run):
+    folder, proc, summary = tiny_run
+    arena = summary["arena"]
+    assert (arena["votes"], arena["models"], arena["bootstrap"], arena["blas_threads"]) == (2000, 4, 100, 1)
+    assert set(arena["memory"]) >= {"tally_s", "fit_s", "bootstrap_100_s", "style_fit_s",
+                                    f"style_bootstrap_{arena['style_bootstrap']}_s"}
+    glob, context = arena["refresh"]["global"], arena["refresh"]["context"]
+    assert 1900 < glob["votes"] < 2000 and 0 < context["votes"] < glob["votes"], "1% voided, 0.5% not voted"
+    assert glob["refresh_s"] > 0 and arena["vote_refresh_s"] > 0 and arena["answer_style_us"] > 0
+    assert "arena: one new vote, end to end" in proc.stdout and "arena: 2,000 votes, 4 models" in proc.stdout
+    db = sqlite3.connect(folder / "boards.sqlite3")
+    assert db.execute("SELECT COUNT(*) FROM chain_arenabattle").fetchone()[0] == 2000
+    assert db.execute("SELECT COUNT(*) FROM leaderboard_arenaentry WHERE context_id = ?",
+                      [GLOBAL_CONTEXT_ID]).fetchone()[0] == 4
+    served = json.loads((folder / "served" / f"{GLOBAL_CONTEXT_ID}.json").read_text())
+    assert served["arena"]["votes"] == glob["votes"]
+    assert all(row["arena_elo"] is not None and row["battles"] > 0 for row in served["ranked"] + served["provisional"])
+
+
+@pytest.mark.slow
+def test_the_arena_alone_runs_on_a_database_of_votes_alone(tmp_path):
+    folder = tmp_path / "arena"
+    code = ("import json; from pathlib import Path; from bench.boards import BoardsBenchConfig, run_boards_bench; "
+            "print(json.dumps(run_boards_bench(BoardsBenchConfig(models=5, contexts=2, evaluations=3000, "
+            f"arena_only=True, work_dir=Path({str(folder)!r})))))")
+    proc = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "LLMCHAIN_VAR_DIR": str(tmp_path / "var")})
+    summary = last_json(proc)
+    assert summary["arena_only"] is True and summary["arena"]["votes"] == 3000
+    assert summary["arena"]["refresh"]["global"]["style_problem"] == ""
+    assert (folder / "arena.sqlite3").exists() and not (folder / "boards.sqlite3").exists()
+    again = last_json(subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=REPO, capture_output=True,
+                                     text=True, timeout=300,
+                                     env={**os.environ, "LLMCHAIN_VAR_DIR": str(tmp_path / "var")}))
+    assert again["arena_setup"] == summary["arena_setup"], "the filled database is reused"

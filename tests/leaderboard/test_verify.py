@@ -219,7 +219,8 @@ def test_the_served_boards_match_the_chain_and_each_tamper_is_reported(boards_wo
     assert cells["name"].chain == "alpha-7b" and cells["rank"].chain == 1 and cells["n_human"].chain == 3
     assert cells["band_lo"].chain is not None and cells["band_hi"].chain is not None
     assert {c.column: c for c in rows[w["beta"]].cells}["name"].served == "beta v2"
-    assert mine.verdict == f"The served board matches the chain: 2 models, {1 + 2 * 11} cells checked."
+    # 11 reputation cells and 10 arena cells a model (no battle here: "none" on both sides).
+    assert mine.verdict == f"The served board matches the chain: 2 models, {1 + 2 * 21} cells checked."
 
     # R of alpha in the context, one wei off: that cell and no other.
     BoardEntry.objects.filter(model_id=w["alpha"], context_id=w["context"]).update(r=F("r") + 1)
@@ -242,7 +243,7 @@ def test_the_served_boards_match_the_chain_and_each_tamper_is_reported(boards_wo
     BoardEntry.objects.filter(model_id=w["beta"], context_id=w["context"]).delete()
     report, = verify_boards(chain, SiteBoards(), [w["context"]])
     beta = next(r for r in report.rows if r.model_id == w["beta"])
-    assert beta.side == "chain" and beta.differing == 11
+    assert beta.side == "chain" and beta.differing == 21
     assert {m for m, _ in differing(report)} == {w["beta"]}
 
 
@@ -261,7 +262,7 @@ def test_the_command_exits_0_when_all_match_1_on_a_difference_2_on_bad_input(boa
         call_command("leaderboard", "verify", "--context", w["context"], stdout=out)
     assert exit_.value.code == 1
     text = out.getvalue()
-    assert "MISMATCH: 1 of 23 cells differ in 1 of 1 boards" in text, text
+    assert "MISMATCH: 1 of 43 cells differ in 1 of 1 boards" in text, text
     marked = [line for line in text.splitlines() if "*" in line and not line.startswith(("MISMATCH", " * The"))]
     assert len(marked) == 2 and all("*3" in line or "*4" in line for line in marked), marked  # served 4, chain 3
 
@@ -344,7 +345,7 @@ def test_the_page_shows_the_verdict_and_highlights_tampered_cells(boards_world, 
     page = client.get("/verify/", {"context": w["context"]})
     html = page.content.decode()
     assert page.status_code == 200
-    assert "The served board matches the chain: 2 models, 23 cells checked." in html, html
+    assert "The served board matches the chain: 2 models, 43 cells checked." in html, html
     assert "computed by the contract with λ = 0.001 per minute" in html
     assert 'class="mismatch"' not in html and "alpha-7b" in html
 

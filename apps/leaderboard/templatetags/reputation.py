@@ -20,7 +20,8 @@ def get_item(mapping, key):
 # (label, subscript) of each sortable column.
 SORT_LABELS = {"name": ("Model", ""), "r": ("R", ""), "ra": ("R", "a"), "rh": ("R", "h"), "n_auto": ("automatic", ""),
                "n_human": ("human", ""), "block": ("last change", ""), "debate_elo": ("Debate Elo", ""),
-               "peer_elo": ("Peer Elo", "")}
+               "peer_elo": ("Peer Elo", ""), "arena_elo": ("Arena Elo", ""), "style_elo": ("Style-controlled Elo", ""),
+               "battles": ("Battles", "")}
 
 
 def board_query(context_id: str, sort: str, direction: str) -> str:
@@ -113,6 +114,68 @@ def peer_cell(row):
                        wins, ties, losses, f"{row.peer_elo:.0f}")
 
 
+def _elo_cell(elo, low, high, rank, what: str, none_title: str):
+    """An arena score, rounded, with its 95% interval and its rank under it; "—" without one."""
+    from django.utils.html import format_html
+
+    if elo is None:
+        return format_html('<span class="muted" title="{}">—</span>', none_title)
+    return format_html('<span title="{}: {} (95% interval {} to {}); rank {}">{}</span>'
+                       '<br><small class="muted">{}–{} · #{}</small>', what, f"{elo:.1f}", f"{low:.1f}",
+                       f"{high:.1f}", rank, f"{elo:.0f}", f"{low:.0f}", f"{high:.0f}", rank)
+
+
+def arena_cell(row):
+    return _elo_cell(row.arena_elo, row.arena_ci_low, row.arena_ci_high, row.arena_rank, "Arena Elo",
+                     "no counted arena vote on this board")
+
+
+def style_cell(row):
+    return _elo_cell(row.style_elo, row.style_ci_low, row.style_ci_high, row.style_rank, "Style-controlled Elo",
+                     "no counted arena vote on this board" if not row.battles else
+                     "no style-controlled score on this board yet (see below)")
+
+
+def battles_cell(row):
+    """Battles, and the win rate under them; "—" without any."""
+    from django.utils.html import format_html
+    from django.utils.safestring import mark_safe
+
+    if not row.battles:
+        return mark_safe('<span class="muted" title="no counted arena vote on this board">—</span>')
+    return format_html('<span title="{} wins, {} ties or both bad, {} losses">{}</span>'
+                       '<br><small class="muted">{}% won</small>', row.arena_wins, row.arena_ties,
+                       row.arena_losses, row.battles, f"{100 * row.arena_win_rate:.0f}")
+
+
+@register.simple_tag
+def arena_matrix(arena):
+    """The pairwise win-rate matrix: the row model's wins + ties / 2 over its battles against the column
+    model. Rendered in Python like the board's rows (100 models are 10,000 cells); every value escaped."""
+    from django.utils.html import format_html, format_html_join
+    from django.utils.safestring import mark_safe
+
+    if arena is None or not arena.models:
+        return ""
+    head = format_html_join("", '<th scope="col" title="{}">{}</th>', ((m, name) for m, name in arena.models))
+    body = []
+    for (model, name), rates in zip(arena.models, arena.win_rates):
+        cells = []
+        for (other, other_name), rate in zip(arena.models, rates):
+            if other == model:
+                cells.append(mark_safe('<td class="wr self"></td>'))
+            elif rate is None:
+                cells.append(format_html('<td class="wr none" title="{} and {} never met">—</td>', name, other_name))
+            else:
+                kind = "wr-hi" if rate > 0.6 else "wr-lo" if rate < 0.4 else "wr-mid"
+                cells.append(format_html('<td class="wr {}" title="{} against {}: {}% won">{}</td>', kind, name,
+                                         other_name, f"{100 * rate:.0f}", f"{rate:.2f}"))
+        body.append(format_html('<tr data-model="{}"><th scope="row" title="{}">{}</th>{}</tr>', model, model, name,
+                                mark_safe("".join(cells))))
+    return format_html('<table class="win-matrix"><thead><tr><th scope="col">row vs column</th>{}</tr></thead>'
+                       '<tbody>{}</tbody></table>', head, mark_safe("\n".join(body)))
+
+
 @register.simple_tag
 def board_tbody(rows):
     """The board's rows, rendered in Python: a 100-row board has ~3,000 cells, which Django's template
@@ -136,10 +199,11 @@ def board_tbody(rows):
             '<tr data-model="{}"><td class="rank">{}</td>'
             '<td class="model"><a href="{}">{}</a> <code title="{}">{}</code></td>'
             '<td class="r">{}</td><td class="band">{}</td><td class="trend">{}</td>'
+            '<td class="arena-elo">{}</td><td class="style-elo">{}</td><td class="battles">{}</td>'
             '<td class="debate-elo">{}</td><td class="peer-elo">{}</td><td class="ra">{}</td><td class="rh">{}</td>'
             '<td class="n-auto">{}</td><td class="n-human">{}</td>'
             '<td class="changed">{}</td></tr>',
             row.model_id, row.rank if row.rank else "–", row.url, row.name, row.model_id, row.short_id,
-            wad(row.r), band, sparkline(row.spark), debate_cell(row), peer_cell(row), wad(row.ra), wad(row.rh),
-            row.n_auto, row.n_human, changed))
+            wad(row.r), band, sparkline(row.spark), arena_cell(row), style_cell(row), battles_cell(row),
+            debate_cell(row), peer_cell(row), wad(row.ra), wad(row.rh), row.n_auto, row.n_human, changed))
     return mark_safe("\n".join(out))

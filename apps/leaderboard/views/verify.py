@@ -13,7 +13,7 @@ from apps.chat.limits import RebuildLimited, cached_build, rebuild_allowance, re
 from lib.reputation import GLOBAL_CONTEXT_ID
 
 from .. import boards, entries
-from ..verify import COLUMNS, SiteBoards, VerifyError, cached_chain_boards, check_board
+from ..verify import SiteBoards, VerifyError, cached_chain_boards, check_board
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def verify(request):
     if checked.get("unknown"):
         raise Http404(f"No context with id {context_id}, neither on the chain nor on this site.")
     return render(request, "leaderboard/verify.html", {
-        **checked, "stale": stale, "current_head": head, "columns": COLUMNS,
+        **checked, "stale": stale, "current_head": head, "columns": checked["chain"].columns,
         "lambda_text": boards.format_lambda(checked["chain"].lambda_wad) if checked["chain"].lambda_wad else "",
         "deployment": ledger.deployment, "global_id": GLOBAL_CONTEXT_ID,
         "site_url": request.build_absolute_uri("/").rstrip("/")})

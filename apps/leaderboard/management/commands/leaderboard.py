@@ -1,8 +1,9 @@
 """python manage.py leaderboard {verify, rebuild}
 
-`verify` rebuilds every board from the chain alone (events and state over JSON-RPC, names from
-IPFS) and compares the served boards with it cell by cell: exit 0 when all match, 1 when any cell
-differs or the contract's state disagrees with its events, 2 when something cannot be read.
+`verify` rebuilds every board from the chain alone (events and state over JSON-RPC, names and the
+arena's voted answers from IPFS) and compares the served boards with it cell by cell, the arena
+columns included: exit 0 when all match, 1 when any cell differs or the contract's state disagrees
+with its events, 2 when something cannot be read. `rebuild` recomputes the board table and the arena.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from eth_utils import is_address
 from apps.chain.client import ChainClient, ChainError
 from apps.chain.ipfs import KuboClient
 from apps.chain.ledger import Deployment, Ledger, default_ledger
-from apps.leaderboard import boards, entries
-from apps.leaderboard.verify import (COLUMNS, CidReader, RemoteSite, SiteBoards, VerifyError, default_reader,
+from apps.chain.work import run_worker
+from apps.leaderboard import arena_entries, boards, entries
+from apps.leaderboard.verify import (CidReader, RemoteSite, SiteBoards, VerifyError, default_reader,
                                      rebuild_from_chain, verify_boards, visitor_ledger)
 from lib import outbound
 from lib.reputation import GLOBAL_CONTEXT_ID
@@ -56,18 +58,33 @@ class Command(BaseCommand):
         p.add_argument("--poa", action="store_true", help="the node is a QBFT/IBFT2 network (Besu)")
         p.add_argument("--ipfs", metavar="URL", default=None,
                        help="a Kubo RPC API to read model names from (default: this site's IPFS settings)")
+        p.add_argument("--skip-style", action="store_true",
+                       help="do not read the voted answers' evidence from IPFS: the style-controlled arena columns "
+                            "are then not checked (the plain arena columns always are, from the events alone)")
         p.add_argument("--json", dest="as_json", action="store_true", help="print the whole report as JSON")
-        sub.add_parser("rebuild", help="recompute every board entry from the indexed tables")
+        sub.add_parser("rebuild", help="recompute every board entry and every board's arena from the indexed tables")
+        a = sub.add_parser("arena", help="refit the arena of every board whose votes changed (what the indexer's "
+                                         "process does after its commit unless LLMCHAIN_ARENA_REFIT=worker)")
+        a.add_argument("--follow", action="store_true", help="keep refitting as votes are indexed (a worker)")
 
     def handle(self, *args, action, **opts):
         return getattr(self, f"do_{action}")(**opts)
 
+    def do_arena(self, follow=False, **_):
+        if not follow:
+            refitted = arena_entries.refresh_stale()
+            self.stdout.write(f"refitted the arena of {len(refitted)} board{'' if len(refitted) == 1 else 's'}")
+            return
+        self.stdout.write("arena worker: refitting the boards whose votes changed (Ctrl-C stops it)")
+        run_worker(arena_entries.refresh_stale, idle_sleep=1.0, name="arena", say=self.stderr.write)
+
     def do_rebuild(self, **_):
         self.stdout.write(f"rebuilt {entries.rebuild()} board entries")
+        self.stdout.write(f"refitted the arena of {arena_entries.rebuild()} boards")
 
     # -- verify -----------------------------------------------------------------------------------
     def do_verify(self, context="all", served=None, rpc=None, reputation=None, identity=None, from_block=None,
-                  poa=False, ipfs=None, as_json=False, **_):
+                  poa=False, ipfs=None, as_json=False, skip_style=False, **_):
         context_ids = self._contexts(context)
         for name, url in (("--served", served), ("--rpc", rpc), ("--ipfs", ipfs)):
             if url is not None and urlparse(url).scheme not in ("http", "https"):
@@ -89,7 +106,7 @@ class Command(BaseCommand):
         reader = CidReader(None, KuboClient(ipfs, timeout=10, retries=1)) if ipfs else default_reader()
         try:
             ledger = self._ledger(rpc, reputation, identity, from_block, poa)
-            chain = rebuild_from_chain(ledger, reader)
+            chain = rebuild_from_chain(ledger, reader, style=not skip_style)
             if context_ids is not None:
                 for c in context_ids:
                     if c not in chain.contexts and source.board(c).context_name is None:
@@ -102,7 +119,7 @@ class Command(BaseCommand):
             self.stdout.write(self._json(chain, source, reports, ok, ledger))
         else:
             for report in reports:
-                self._table(report)
+                self._table(report, chain.columns)
             self._summary(chain, source, reports, ok, ledger)
         if not ok:
             sys.exit(1)
@@ -131,7 +148,7 @@ class Command(BaseCommand):
                                     deployment.reputation, from_block)
         return Ledger(ChainClient(rpc or settings.LLMCHAIN_RPC_URL, poa=poa or settings.LLMCHAIN_POA), deployment)
 
-    def _table(self, report) -> None:
+    def _table(self, report, columns) -> None:
         w = self.stdout.write
         w(f"== {printable(report.title)}  {report.context_id}")
         if report.served_name is None:
@@ -141,7 +158,7 @@ class Command(BaseCommand):
         elif not report.name_equal and report.served_name is not None:
             w(f" * context name: served {printable(report.served_name)!r}, chain {printable(report.chain_name)!r}")
         if report.rows:
-            header = ["model", "side"] + [label for _, label in COLUMNS]
+            header = ["model", "side"] + [label for _, label in columns]
             lines = []
             for row in report.rows:
                 for side in ("served", "chain"):
@@ -155,6 +172,8 @@ class Command(BaseCommand):
                 w("  ".join(str(x).ljust(n) for x, n in zip(line, widths)).rstrip())
         for issue in report.issues:
             w(f" * state: {issue.text}")
+        for note in report.notes:
+            w(f"   {note}")
         w(("   " if report.ok else " * ") + printable(report.verdict))
         w("")
 
@@ -166,6 +185,15 @@ class Command(BaseCommand):
                  f"blocks {chain.from_block}..{chain.head}, {chain.events} events"
                  + (f", lambda {chain.lambda_wad / 10**18:g} per minute" if chain.lambda_wad else ""))
         self.stdout.write(where)
+        if chain.style_checked:
+            arena = (f"arena: {chain.counted_votes} counted votes from BattleOpened/Voted; style-controlled columns "
+                     f"checked from {len(chain.answers)} answers read from IPFS")
+            if chain.answers_unreadable:
+                arena += f" ({chain.answers_unreadable} answers' evidence could not be read: their votes are left out)"
+        else:
+            arena = (f"arena: {chain.counted_votes} counted votes from BattleOpened/Voted; style-controlled columns "
+                     f"NOT checked (--skip-style)")
+        self.stdout.write(arena)
         if ok:
             self.stdout.write(f"OK: {len(reports)} boards match the chain: {models} rows, {cells} cells checked.")
         else:
@@ -182,7 +210,9 @@ class Command(BaseCommand):
             "ok": ok, "served": source.label,
             "chain": {"chain_id": chain.chain_id, "rpc": ledger.client.url, "reputation": chain.reputation,
                       "from_block": chain.from_block, "head": chain.head, "events": chain.events,
-                      "lambda_wad": chain.lambda_wad,
+                      "lambda_wad": chain.lambda_wad, "arena_votes": chain.counted_votes,
+                      "style_checked": chain.style_checked, "answers_read": len(chain.answers),
+                      "answers_unreadable": chain.answers_unreadable,
                       "state_issues": [{"context_id": i.context_id, "model_id": i.model_id, "text": i.text}
                                        for i in chain.issues]},
             "boards": [r.to_dict() for r in reports]}, indent=2)
