@@ -162,10 +162,9 @@ class Ledger:
         With a refund receiver the batch is not atomic: a request that is invalid (expired, its nonce
         used, a bad signature) is skipped, and one whose call reverts is executed with success=false;
         either way the others go on. Which did what is read from the ExecutedForwardRequest events."""
-        from .metatx import request_tuple
+        from .metatx import encode_batch
 
-        data = self.abis["forwarder"].fn("executeBatch").encode([request_tuple(r) for r in requests],
-                                                               refund_receiver)
+        data = encode_batch(self.abis["forwarder"].fn("executeBatch").selector, requests, refund_receiver)
         gas = BATCH_BASE_GAS + RELAY_ITEM_GAS * len(requests) + max(r.gas for r in requests)
         return self.address("forwarder"), data, gas
 

@@ -103,3 +103,36 @@ def to_json(request: ForwardRequest) -> dict:
     return {"from": request.sender, "to": request.to, "value": request.value, "gas": request.gas,
             "nonce": request.nonce, "deadline": request.deadline, "data": to_hex(request.data),
             "signature": to_hex(request.signature)}
+
+
+def _word(n: int) -> bytes:
+    return n.to_bytes(32, "big")
+
+
+def _address_word(address: str) -> bytes:
+    raw = bytes.fromhex(address[2:] if address.startswith(("0x", "0X")) else address)
+    if len(raw) != 20:
+        raise ValueError(f"not an address: {address!r}")
+    return bytes(12) + raw
+
+
+def _dynamic(data: bytes) -> bytes:
+    return _word(len(data)) + data + bytes(-len(data) % 32)
+
+
+def encode_batch(selector: bytes, requests: list[ForwardRequest], refund_receiver: str) -> bytes:
+    """`executeBatch(ForwardRequestData[], address)` calldata, written directly: the ABI encoding of
+    the array of (from, to, value, gas, deadline, data, signature) tuples and the refund receiver,
+    byte for byte what eth_abi writes (tests/chain/test_metatx.py), at a tenth of its cost (the relayer
+    encodes thousands of requests a second)."""
+    elements = []
+    for r in requests:
+        data, signature = _dynamic(r.data), _dynamic(r.signature)
+        elements.append(_address_word(r.sender) + _address_word(r.to) + _word(r.value) + _word(r.gas)
+                        + _word(r.deadline) + _word(7 * 32) + _word(7 * 32 + len(data)) + data + signature)
+    offsets, position = [], 32 * len(elements)
+    for element in elements:
+        offsets.append(_word(position))
+        position += len(element)
+    return (selector + _word(64) + _address_word(refund_receiver) + _word(len(elements)) + b"".join(offsets)
+            + b"".join(elements))
