@@ -63,7 +63,7 @@ def test_the_verify_page_passes_then_shows_a_tampered_cell(site, page, shot):
     page.goto(f"/verify/?context={context}")
     verdict = page.locator("#verdict")
     expect(verdict).to_have_attribute("data-ok", "true")
-    expect(verdict).to_contain_text("The served board matches the chain: 1 model, 12 cells checked.")
+    expect(verdict).to_contain_text("The served board matches the chain: 1 model, 22 cells checked.")
     row = page.locator(f'table.verify tr[data-model="{model}"]')
     expect(row.locator('td[data-column="name"] span.chain')).to_have_text("verse-3b")
     expect(row.locator('td[data-column="band_lo"] span.chain')).not_to_have_text("none")  # two ratings: a band

@@ -60,6 +60,7 @@ class World:
                           ("metaeval", "/metaeval/"), ("report", "/annotate/report/"), ("login", "/login/"),
                           ("signup", "/signup/"), ("missing", "/no-such-page/")],
             "alice": [("chat", "/chat/"), ("conversation", f"/chat/{self.conversation}/"), ("account", "/account/"),
+                      ("arena", "/arena/"),
                       ("delete", f"/chat/{self.conversation}/delete")],
             "dave": [("model-form", "/models/new")],
             "erin": [("queue", "/annotate/")],

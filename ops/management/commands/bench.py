@@ -168,6 +168,9 @@ class Command(BaseCommand):
                        help="the bench's folder (default VAR_DIR/bench-boards)")
         b.add_argument("--refill", action="store_true", help="regenerate the scratch database even if it matches")
         b.add_argument("--skip-baseline", action="store_true", help="measure only the cached configuration")
+        b.add_argument("--arena-only", action="store_true",
+                       help="only the arena columns' figures (tally, fit, bootstrap, style, refit), on a scratch "
+                            "database of votes alone (--evaluations of them, default 1,000,000)")
         # The steps the bench runs in its child processes (not for direct use).
         b.add_argument("--phase", choices=["fill", "check", "load"], default=None, help=argparse.SUPPRESS)
         b.add_argument("--port", type=int, default=None, help=argparse.SUPPRESS)
@@ -188,14 +191,16 @@ class Command(BaseCommand):
         self.stdout.flush()
 
     def do_boards(self, models=100, contexts=20, evaluations=1_000_000, clients=50, duration=20, warmup=5, servers=2,
-                  seed=0, folder=None, refill=False, skip_baseline=False, phase=None, port=None, spec=None, **_):
+                  seed=0, folder=None, refill=False, skip_baseline=False, arena_only=False, phase=None, port=None,
+                  spec=None, **_):
         from bench import boards
 
         if phase:
             return boards.run_phase(phase, Path(folder), self.out, port=port, spec=spec), []
         config = boards.BoardsBenchConfig(models=models, contexts=contexts, evaluations=evaluations, clients=clients,
                                           duration=duration, warmup=warmup, servers=servers, seed=seed,
-                                          work_dir=folder, refill=refill, baseline=not skip_baseline)
+                                          work_dir=folder, refill=refill, baseline=not skip_baseline,
+                                          arena_only=arena_only)
         summary = boards.run_boards_bench(config, self.out)
         return summary, boards.failures(summary)
 
