@@ -184,7 +184,9 @@ def rating(request, pk):
 def chat_suggest(request):
     """The contexts closest to what the user is about to ask (htmx fragment)."""
     ranked = suggest(request.GET.get("prompt", "")[:2000])[:3]
-    return render(request, "chat/_suggestion.html", {"ranked": ranked})
+    # The arena's page asks too: its links start a battle in the context instead of a chat.
+    page = "arena" if request.GET.get("for") == "arena" else "chat"
+    return render(request, "chat/_suggestion.html", {"ranked": ranked, "page": page})
 
 
 @login_required

@@ -210,3 +210,18 @@ def test_a_wallet_users_vote_is_signed_by_the_wallet_and_refused_without_it(stag
         arena.vote(alice, Battle.objects.get(pk=battle.pk), "b", _sign(prepared, account.key))
     battle = arena.vote(alice, Battle.objects.get(pk=battle.pk), "a", _sign(prepared, account.key))
     assert battle.signer == account.address and battle.request["from"] == account.address
+
+
+def test_the_arena_suggests_contexts_from_the_prompt_as_chat_does(stage):
+    writing, models, alice = stage
+    make_contexts("coding")
+    client = Client()
+    client.login(username="alice", password=PASSWORD)
+    page = client.get("/arena/").content.decode()
+    assert 'hx-get="/chat/suggest?for=arena"' in page
+    fragment = client.get("/chat/suggest", {"for": "arena", "prompt": "Write a short poem about the sea"}).content.decode()
+    assert f'href="/arena/?context={writing.context_id}"' in fragment
+    chat = client.get("/chat/suggest", {"prompt": "Write a short poem about the sea"}).content.decode()
+    assert f'href="/chat/?context={writing.context_id}"' in chat
+    chosen = client.get(f"/arena/?context={writing.context_id}").content.decode()
+    assert f'<option value="{writing.context_id}" selected>' in chosen
