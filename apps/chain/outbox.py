@@ -213,8 +213,10 @@ def enqueue_signed(function: str, rater: str, payload: dict, *, depends_on: Outb
     concurrent rating took it)."""
     clean = check_call(function, payload)
     existing = OutboxItem.objects.filter(key=idempotency_key(function, clean)).first()
-    if existing is not None:
-        return enqueue(function, rater, payload, depends_on=depends_on)  # the same call: the first row
+    if existing is not None:  # the same call queued before: the first row, as enqueue returns it
+        if existing.payload != clean or (existing.signer or existing.sender_address) != rater:
+            raise ConflictingCall(f"{existing.key} is already queued with other arguments")
+        return existing
     for _ in range(5):
         request = relay.sign_custodial(rater, function, clean, relay.next_nonce(rater))
         try:

@@ -19,6 +19,7 @@ is signed again for a custodial rater by the submitter; a wallet user is told to
 
 from __future__ import annotations
 
+import os
 import time
 from functools import lru_cache
 
@@ -38,15 +39,10 @@ OFF = {"0", "off", "false", "no", "direct"}
 def deployment() -> Deployment | None:
     """This site's deployment, or None before `chain deploy` wrote it."""
     try:
-        return _deployment(str(settings.LLMCHAIN_DEPLOYMENT), _mtime(settings.LLMCHAIN_DEPLOYMENT))
+        path = settings.LLMCHAIN_DEPLOYMENT
+        return _deployment(str(path), os.stat(path).st_mtime)  # a new deployment file is read anew
     except FileNotFoundError:
         return None
-
-
-def _mtime(path) -> float:
-    import os
-
-    return os.stat(path).st_mtime
 
 
 @lru_cache(maxsize=8)

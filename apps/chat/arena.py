@@ -90,14 +90,6 @@ def battle_of(conversation: Conversation) -> Battle | None:
     return Battle.objects.filter(Q(conversation_a=conversation) | Q(conversation_b=conversation)).first()
 
 
-def hidden(conversation: Conversation) -> bool:
-    """Whether the conversation's model must not be named to its user yet."""
-    if not conversation.arena:
-        return False
-    battle = battle_of(conversation)
-    return battle is None or battle.status == Battle.Status.ANSWERING
-
-
 # --- the vote -------------------------------------------------------------------------------------
 
 def first_answers(battle: Battle) -> tuple[Interaction | None, Interaction | None]:

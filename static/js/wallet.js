@@ -59,7 +59,7 @@
     say(box, "Preparing what your wallet will sign…");
     var prepared = await post(form.dataset.prepare, new FormData(form, submitter || undefined));
     if (!prepared.ok) return prepared.status === 400 ? "" : null; // "" : let the site show what is wrong
-    say(box, "Your wallet asks you to sign " + (form.classList.contains("vote") ? "this vote" : "this rating") + "…");
+    say(box, "Your wallet asks you to sign " + what(form).replace("the ", "this ") + "…");
     var signature;
     try {
       signature = await wallet.request({ method: "eth_signTypedData_v4",
