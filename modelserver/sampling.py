@@ -51,13 +51,16 @@ def _byte_decoder() -> dict[str, int]:
 
 
 class LocalModel:
-    """A causal LM and its tokenizer; one generation runs at a time."""
+    """A causal LM and its tokenizer. Generations running at once take turns token by token (one forward
+    pass at a time, each with its own cache), so that two answers asked together both stream — as an
+    arena battle between two models served here asks — instead of the second waiting for the first."""
 
     def __init__(self, tokenizer, model):
         self.tokenizer = tokenizer
         self.model = model
         self.context_length = int(getattr(model.config, "max_position_embeddings", 2048))
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the model: one forward pass at a time
+        self._words = threading.Lock()  # the tokenizer, which is not made to be used by two threads at once
         self._bytes: dict[int, bytes] = {}
         self._byte_decoder = _byte_decoder()
         self.stop_ids = set(tokenizer.all_special_ids)
@@ -69,7 +72,9 @@ class LocalModel:
     def vocabulary(self) -> Vocabulary:
         """The vocabulary as constrained decoding sees it (built on first use, about a second)."""
         if self._vocabulary is None:
-            self._vocabulary = Vocabulary(self)
+            with self._lock:
+                if self._vocabulary is None:
+                    self._vocabulary = Vocabulary(self)
         return self._vocabulary
 
     def constrained(self, plan: Plan) -> Constrained:
@@ -77,13 +82,14 @@ class LocalModel:
 
     def prompt_ids(self, messages: list[dict]) -> list[int]:
         """The chat template applied to `messages`, ending with the assistant's turn."""
-        text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        with self._words:
+            text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def generate(self, prompt_ids: list[int], params: SamplingParams, rng: torch.Generator) -> Iterator[Piece]:
-        """Yield the answer piece by piece as it is generated; holds the model until closed or done."""
-        with self._lock:
-            yield from self._generate(prompt_ids, params, rng)
+        """Yield the answer piece by piece as it is generated; each step holds the model only for its
+        forward pass, so other generations advance between this one's tokens."""
+        yield from self._generate(prompt_ids, params, rng)
 
     def _generate(self, prompt_ids, params, rng):
         cache = None
@@ -98,7 +104,8 @@ class LocalModel:
                 finish = "stop"
                 break
             with torch.inference_mode():
-                out = self.model(input_ids=input_ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+                with self._lock:
+                    out = self.model(input_ids=input_ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
                 cache = out.past_key_values
                 logits = out.logits[0, -1].float()
                 allowed = None
@@ -127,7 +134,8 @@ class LocalModel:
         yield Piece(self._decode(generated)[emitted:], pending, finish, len(generated))
 
     def _decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        with self._words:
+            return self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
     def token_bytes(self, token_id: int) -> bytes:
         """The exact bytes a token stands for (a token may hold part of a UTF-8 character)."""

@@ -5,7 +5,6 @@ is voted on, revealed, recorded on-chain as not counted, and left off the board.
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
@@ -80,12 +79,6 @@ def _names(battle: Battle) -> tuple[str, str]:
     return battle.conversation_a.model.name, battle.conversation_b.model.name
 
 
-# Known open defect (stop 28): under the production configuration of CI (PostgreSQL, Redis channel
-# layer and cache) no answer reaches the panes within two minutes (reproduced once outside CI, cause
-# not found yet); with the in-memory layer of `make run` the test passes (63 s). Issue 22 stays open
-# for it: this marker goes once the battle streams under Redis.
-@pytest.mark.xfail(bool(os.environ.get("REDIS_URL")), reason="arena panes do not stream under the Redis "
-                   "channel layer yet (open defect, issue 22)", strict=False)
 def test_a_blind_battle_streams_both_answers_reveals_after_the_vote_and_moves_the_arena_board(
         site, oracle_worker, chromium, contenders, shot):
     writing, math = contenders

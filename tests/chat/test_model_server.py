@@ -79,6 +79,25 @@ def test_tokens_arrive_while_the_answer_is_still_being_generated(api, model_serv
     assert done - first_token > 0.5 * (done - started)
 
 
+def test_two_answers_asked_at_once_stream_together_and_stay_their_own(api, model_server):
+    """An arena battle between two models served here asks both at once: both stream from the start
+    (token by token in turn, not one after the other), and each is the answer it would be alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    asks = [dict(messages=STORY, max_tokens=40, temperature=0), dict(messages=QUESTION, max_tokens=40, temperature=0)]
+    alone = [chat(api, model_server, **ask).json()["choices"][0]["message"]["content"] for ask in asks]
+    with ThreadPoolExecutor(2) as pool:
+        together = list(pool.map(lambda ask: stream_events(api, model_server, **ask), asks))
+    assert [streamed_text(events) for events in together] == alone
+
+    def first_and_last(events):
+        times = [t for t, e in events if isinstance(e, dict) and e["choices"] and e["choices"][0]["delta"].get("content")]
+        return times[0], times[-1]
+
+    (first_a, last_a), (first_b, last_b) = map(first_and_last, together)
+    assert first_b < last_a and first_a < last_b, "one answer waited for the other to finish"
+
+
 def test_logprobs_come_with_the_requested_alternatives(api, model_server):
     r = chat(api, model_server, messages=QUESTION, max_tokens=8, temperature=0, logprobs=True, top_logprobs=5)
     choice = r.json()["choices"][0]
