@@ -28,7 +28,7 @@ from datetime import timedelta
 from typing import Iterable
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Max, Min, Q
 from django.utils import timezone
 
@@ -51,6 +51,23 @@ LIVE = [TX.SIGNED, TX.SENT, TX.MINED]  # sent or to send, not final yet
 # and a relayer's executeBatch of 64 ratings is ~43 kB (86 kB as hex): broadcasts go in JSON-RPC
 # batches of at most this many bytes of signed transactions (found by `bench chain`, issue 21).
 SEND_BATCH_BYTES = 512 * 1024
+
+
+def _link(txs: list[ChainTransaction], groups: list[list[OutboxItem]]) -> None:
+    """Each group's items signed into its transaction: on PostgreSQL one UPDATE for the whole pass
+    (a join on two arrays), elsewhere one per transaction."""
+    if connection.vendor == "postgresql":
+        ids = [item.pk for chunk in groups for item in chunk]
+        tx_ids = [tx.pk for tx, chunk in zip(txs, groups) for _ in chunk]
+        table = connection.ops.quote_name(OutboxItem._meta.db_table)
+        column = connection.ops.quote_name(OutboxItem._meta.get_field("transaction").column)
+        with connection.cursor() as cursor:
+            cursor.execute(f"UPDATE {table} AS o SET status = %s, {column} = v.tx "
+                           "FROM unnest(%s::bigint[], %s::bigint[]) AS v(id, tx) WHERE o.id = v.id",
+                           [ITEM.SIGNED, ids, tx_ids])
+        return
+    for tx, chunk in zip(txs, groups):
+        OutboxItem.objects.filter(pk__in=[i.pk for i in chunk]).update(status=ITEM.SIGNED, transaction_id=tx.pk)
 
 
 class Submitter:
@@ -136,6 +153,14 @@ class Submitter:
         if not live:
             return
         _, final = self.ledger.head_and_final()
+        # A mined transaction not yet final is looked at again only if its block stopped being the
+        # node's (a reorganisation, or lost blocks): its receipt, which carries every event of its batch,
+        # is read when it is mined and when it is final, not on every pass in between (at full load
+        # that was most of the node's work and of the submitter's JSON; bench chain, issue 21).
+        waiting = [tx for tx in live if tx.status == TX.MINED and tx.block_number is not None and tx.block_number > final]
+        headers = self.client.block_hashes(sorted({tx.block_number for tx in waiting})) if waiting else {}
+        unchanged = {tx.pk for tx in waiting if (headers.get(tx.block_number) or {}).get("hash") == tx.block_hash}
+        live = [tx for tx in live if tx.pk not in unchanged]
         receipts = self.client.receipts([from_hex(tx.tx_hash) for tx in live])
         changed: list[ChainTransaction] = []
         confirmed: list[ChainTransaction] = []
@@ -168,14 +193,14 @@ class Submitter:
                 changed.append(tx)
         # What became of each relayed request is read (and diagnosed) before the write that makes its
         # transaction final, and written with it: a crash in between leaves both to do again.
-        settled = {pk: self._relay_outcomes(pk, receipt) for pk, receipt in relayed.items()}
+        outcomes = self._relay_outcomes(relayed) if relayed else []
         with transaction.atomic():
             ChainTransaction.objects.bulk_update(
                 changed, ["status", "block_number", "block_hash", "succeeded", "gas_used", "mined_at", "final_at",
                           "next_send_at"], batch_size=500)
-            for outcomes in settled.values():
+            if outcomes:
                 self._settle(outcomes, now)
-            ids = [tx.pk for tx in confirmed if tx.pk not in settled]
+            ids = [tx.pk for tx in confirmed if tx.pk not in relayed]
             for start in range(0, len(ids), 500):
                 OutboxItem.objects.filter(transaction_id__in=ids[start:start + 500], status=ITEM.SIGNED).update(
                     status=ITEM.CONFIRMED, confirmed_at=now)
@@ -467,14 +492,23 @@ class Submitter:
         return to, data, gas, CALLS[items[0].function].contract
 
     # -- relayed requests: what the forwarder did with each ----------------------------------
-    def _relay_outcomes(self, tx_pk: int, receipt: dict) -> list[tuple[str, OutboxItem, str]]:
-        """(verdict, item, why) for each request of a final relay transaction: "confirm" (executed,
-        or found already applied), "again" (a custodial request to sign anew) or "fail" (refused
-        for good, or a wallet user's request they must sign again)."""
-        # At full load this runs for thousands of requests a second (bench chain, issue 21): an executed
-        # request is settled from its row's relay_nonce and the event's words alone; its payload and
-        # request are loaded (deferred) and decoded only for the others.
-        items = list(OutboxItem.objects.filter(transaction_id=tx_pk, status=ITEM.SIGNED).defer("payload", "request"))
+    def _relay_outcomes(self, receipts: dict[int, dict]) -> list[tuple[str, OutboxItem, str]]:
+        """(verdict, item, why) for each request of the final relay transactions (their receipts by
+        transaction pk): "confirm" (executed, or found already applied), "again" (a custodial request
+        to sign anew), "fail" (refused for good, or a wallet user's request they must sign again) or
+        "wait" (its nonce is ahead of the signer's)."""
+        # At full load this runs for thousands of requests a second (bench chain, issue 21): one query
+        # for every transaction of the pass; an executed request is settled from its row's relay_nonce
+        # and the event's words alone; its payload and request are loaded (deferred) and decoded only
+        # for the others.
+        items = OutboxItem.objects.filter(transaction_id__in=list(receipts), status=ITEM.SIGNED).defer(
+            "payload", "request").order_by("transaction_id", "id")
+        by_tx: dict[int, list[OutboxItem]] = defaultdict(list)
+        for item in items:
+            by_tx[item.transaction_id].append(item)
+        return [outcome for pk, receipt in receipts.items() for outcome in self._outcomes(by_tx[pk], receipt)]
+
+    def _outcomes(self, items: list[OutboxItem], receipt: dict) -> list[tuple[str, OutboxItem, str]]:
         topic = to_hex(self.ledger.abis["forwarder"].event_topic("ExecutedForwardRequest"))
         forwarder = self.ledger.deployment.forwarder.lower()
         executed: dict[tuple[str, int], bool] = {}
@@ -606,10 +640,7 @@ class Submitter:
                         tx_hash__in=[t.tx_hash for t in txs]).values_list("tx_hash", "pk"))
                     for t in txs:
                         t.pk = by_hash[t.tx_hash]
-                # One UPDATE per transaction: every item in it gets the same status and link.
-                for tx, chunk in zip(txs, groups):
-                    OutboxItem.objects.filter(pk__in=[i.pk for i in chunk]).update(
-                        status=ITEM.SIGNED, transaction_id=tx.pk)
+                _link(txs, groups)
                 Sender.objects.filter(pk=lane.pk).update(next_nonce=nonce)
                 lane.next_nonce = nonce
             self.stats["signed_txs"] += len(txs)
