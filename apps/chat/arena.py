@@ -68,7 +68,11 @@ def draw_pair(user, context, rng: random.Random | None = None) -> tuple[Register
         raise NoBattle({"context": [f"The arena needs two running models that answer free prompts in {context.name}; "
                                     f"there {'is' if len(models) == 1 else 'are'} {len(models) or 'none'} now. "
                                     "Try another context."]})
-    counts = pair_counts(context)
+    return pick_pair(models, pair_counts(context), rng)
+
+
+def pick_pair(models: list, counts: Counter, rng: random.Random) -> tuple:
+    """Two of `models` (at least two), each pair weighted 1 / (1 + counts[its pks]), in random order."""
     pairs = list(itertools.combinations(models, 2))
     a, b = rng.choices(pairs, weights=[1 / (1 + counts[frozenset((x.pk, y.pk))]) for x, y in pairs])[0]
     return (a, b) if rng.random() < 0.5 else (b, a)

@@ -77,14 +77,20 @@ def test_pairs_with_few_battles_come_up_more_often(stage):
         battle = arena.start_battle(alice, writing, random.Random(1))
         battle.conversation_a.model, battle.conversation_b.model = models[0], models[1]
         battle.conversation_a.save(), battle.conversation_b.save()
+    # The draw reads the candidates and the battles so far from the database (as draw_pair does), then
+    # draws from them: the statistics are taken on the draw itself, 5,000 times from one read.
+    counts, candidates = arena.pair_counts(writing), arena.candidates(alice, writing)
+    assert counts[frozenset((models[0].pk, models[1].pk))] == 9 and sorted(m.pk for m in candidates) == sorted(
+        m.pk for m in models)
     rng = random.Random(7)
-    draws = Counter(frozenset(m.pk for m in arena.draw_pair(alice, writing, rng)) for _ in range(3000))
+    assert {m.pk for m in arena.draw_pair(alice, writing, rng)} <= {m.pk for m in models}
+    draws = Counter(frozenset(m.pk for m in arena.pick_pair(candidates, counts, rng)) for _ in range(3000))
     busy = draws[frozenset((models[0].pk, models[1].pk))]
     fresh = draws[frozenset((models[0].pk, models[2].pk))] + draws[frozenset((models[1].pk, models[2].pk))]
     # Weights 1/10 against 1 and 1: the busy pair has 1/21 of the draws (about 143 of 3000).
     assert 80 < busy < 220 and fresh == 3000 - busy
     pair = {models[0].pk, models[2].pk}
-    firsts = [a.pk for a, b in (arena.draw_pair(alice, writing, rng) for _ in range(2000)) if {a.pk, b.pk} == pair]
+    firsts = [a.pk for a, b in (arena.pick_pair(candidates, counts, rng) for _ in range(2000)) if {a.pk, b.pk} == pair]
     assert 0.4 < firsts.count(models[0].pk) / len(firsts) < 0.6, "which model is A is random too"
 
 
