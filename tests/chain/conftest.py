@@ -108,7 +108,9 @@ def world(ledger, admin, oracle) -> World:
     outbox.enqueue("addContext", admin.address, {"contextId": context, "name": "reasoning"})
     dev_reg = OutboxItem.objects.get(key=f"register:{developer}")
     outbox.enqueue("addModel", developer, {"modelId": model, "metadataCid": "bafymodel"}, depends_on=dev_reg)
-    drain(Submitter(ledger, owner="setup"))
+    setup = Submitter(ledger, owner="setup")
+    drain(setup)
+    setup.release()  # its lanes' leases: a test's own submitter takes them at once, not 30 s later
     return World(ledger, admin.address, oracle.address, developer, users, context, model)
 
 
