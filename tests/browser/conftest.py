@@ -26,10 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from apps.chain.client import ChainClient
-from apps.chain.deploy import deploy, grant_role
 from apps.chain.node import DEV_KEYS, AnvilNode, anvil_available, free_port
 from tests.chain.conftest import database_url
+from tests.support import deploy_on_interval_node
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -146,12 +145,8 @@ def browser_chain(tmp_path_factory, admin, oracle):
     node = AnvilNode(block_time=1, base_fee=0, state_file=path / "state.json", log_file=path / "anvil.log")
     node.start()
     try:
-        client = ChainClient(node.url)
-        deployment = deploy(client, admin)
-        grant_role(client, deployment, admin, "ORACLE_ROLE", oracle.address)
-        node.deployment = deployment
         node.deployment_file = path / "deployment.json"
-        deployment.save(node.deployment_file)
+        node.deployment = deploy_on_interval_node(node, node.deployment_file).deployment
         yield node
     finally:
         node.stop()

@@ -12,12 +12,12 @@ from django.db import connection
 
 from apps.chain import indexer, outbox
 from apps.chain.client import ChainClient
-from apps.chain.deploy import deploy, grant_role
 from apps.chain.keys import new_key, relayer_address
 from apps.chain.ledger import Ledger
 from apps.chain.models import ChainTransaction, OutboxItem
 from apps.chain.node import DEV_KEYS, AnvilNode
 from apps.chain.submitter import Submitter
+from tests.support import deploy_on_interval_node
 
 
 def rand_id() -> str:
@@ -29,11 +29,8 @@ def ledger_node(tmp_path_factory, admin, oracle):
     path = tmp_path_factory.mktemp("ledger")
     node = AnvilNode(block_time=1, base_fee=0, state_file=path / "state.json", log_file=path / "anvil.log")
     node.start()
-    client = ChainClient(node.url)
-    deployment = deploy(client, admin)
-    grant_role(client, deployment, admin, "ORACLE_ROLE", oracle.address)
     deployment_file = path / "deployment.json"
-    deployment.save(deployment_file)
+    deployment = deploy_on_interval_node(node, deployment_file).deployment
     node.deployment = deployment
     node.deployment_file = deployment_file
     yield node

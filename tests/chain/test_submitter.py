@@ -11,15 +11,16 @@ from django.core.management import call_command
 
 from apps.chain import indexer
 from apps.chain.audit import run_audit
-from apps.chain.client import ChainClient, account_from_key
-from apps.chain.deploy import deploy, grant_role
+from apps.chain.client import account_from_key
+from apps.chain.deploy import grant_role
 from apps.chain.keys import new_key, store_key
-from apps.chain.ledger import Ledger
 from apps.chain.models import ChainTransaction, Interaction, OutboxItem, Reputation, ReputationChange
 from apps.chain.node import DEV_KEYS, AnvilNode
 from apps.chain.submitter import Submitter
 from lib.ids import b32
 from lib.reputation import GLOBAL_CONTEXT
+
+from tests.support import deploy_on_interval_node
 
 from .conftest import database_url, drain, rand_id
 
@@ -166,10 +167,8 @@ def test_a_priced_chain_gets_fee_paying_transactions(tmp_path, admin, oracle, se
     settings.LLMCHAIN_ORACLE_KEY = DEV_KEYS[1]
     node = AnvilNode(block_time=1, base_fee=10**9, log_file=tmp_path / "anvil.log").start()
     try:
-        client = ChainClient(node.url)
-        deployment = deploy(client, admin)
-        grant_role(client, deployment, admin, "ORACLE_ROLE", oracle.address)
-        ledger = Ledger(client, deployment)
+        ledger = deploy_on_interval_node(node, tmp_path / "deployment.json")
+        client = ledger.client
         user = new_key("paying user").address
         client.request("anvil_setBalance", [user, hex(10**19)])  # users pay for humEval on a priced chain
         from apps.chain import outbox
