@@ -1,7 +1,8 @@
 // An arena battle: one message box, two models. The page holds one chat socket per side (htmx's ws
 // extension, `.arena-socket`); a message goes to both, and each side's answer streams into its pane.
 // Until the vote, one message only: the vote is on the first answers. Enter sends, Shift+Enter
-// makes a new line; sending waits while an answer streams.
+// makes a new line; sending waits while an answer streams. The button comes disabled and is enabled
+// once both sockets are open: a message typed before that is not lost, the page says to wait.
 (function () {
   "use strict";
 
@@ -51,6 +52,10 @@
     sync();
   }
 
+  document.addEventListener("htmx:wsOpen", function () {
+    if (Object.keys(sockets).length >= 2) say("");
+  });
+
   document.addEventListener("submit", function (event) {
     if (event.target.id !== "arena-prompt") return;
     event.preventDefault();
@@ -63,6 +68,7 @@
     if (!form || form.id !== "arena-prompt") return;
     event.preventDefault();
     if (!form.querySelector("button[type=submit]").disabled) send(form);
+    else if (Object.keys(sockets).length < 2) say("The battle is still connecting: try again in a moment.");
   });
 
   document.addEventListener("DOMContentLoaded", function () {

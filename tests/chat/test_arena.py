@@ -103,6 +103,9 @@ def test_names_are_hidden_until_the_vote_and_shown_after(stage):
     page = client.get(f"/arena/{battle.pk}/").content.decode()
     names = [m.name for m in models]
     assert not any(name in page for name in names), "no model is named before the vote"
+    # Sending waits for both chat sockets: the button comes disabled, arena.js enables it once both
+    # are open (a message sent before that was dropped: the browser test's failure under load).
+    assert '<button type="submit" disabled>Send to both</button>' in page
     assert client.get(f"/chat/{battle.conversation_a.pk}/").url == f"/arena/{battle.pk}/"
     assert not search_conversations(alice).filter(arena=True).exists()
     vote_box = client.get(f"/arena/{battle.pk}/vote").content.decode()
