@@ -1021,7 +1021,7 @@ class ChainBench:
         r.bound = bound
         self.out(f"  bounded by {bound}: CPU over the step {', '.join(parts)} (% of one core){machine}; "
                  f"fullest block {100 * r.max_block_gas:.0f}% of the gas limit; {r.passes} submitter passes, "
-                 f"up to {r.max_items_per_pass} calls in one (max_items 2000)")
+                 f"up to {r.max_items_per_pass} calls in one (LLMCHAIN_SUBMIT_MAX_ITEMS {settings.LLMCHAIN_SUBMIT_MAX_ITEMS})")
         profile = self.profiles.get((r.function, r.rate))
         if profile and profile.exists():
             shares, phases, top, total = profile_summary(profile)

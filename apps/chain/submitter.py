@@ -72,13 +72,13 @@ def _link(txs: list[ChainTransaction], groups: list[list[OutboxItem]]) -> None:
 
 class Submitter:
     def __init__(self, ledger: Ledger, *, owner: str | None = None, batch_size: int | None = None,
-                 max_items: int = 2000, lease_s: float | None = None, resend_after_s: float | None = None,
+                 max_items: int | None = None, lease_s: float | None = None, resend_after_s: float | None = None,
                  max_attempts: int | None = None):
         self.ledger = ledger
         self.client = ledger.client
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
         self.batch_size = max(1, batch_size or settings.LLMCHAIN_TX_BATCH)
-        self.max_items = max_items
+        self.max_items = max_items or settings.LLMCHAIN_SUBMIT_MAX_ITEMS
         self.lease_s = lease_s or settings.LLMCHAIN_LEASE_S
         self.resend_after = timedelta(seconds=resend_after_s if resend_after_s is not None
                                       else settings.LLMCHAIN_RESEND_AFTER_S)
