@@ -60,7 +60,9 @@ class LocalModel:
         self.model = model
         self.context_length = int(getattr(model.config, "max_position_embeddings", 2048))
         self._lock = threading.Lock()  # the model: one forward pass at a time
-        self._words = threading.Lock()  # the tokenizer, which is not made to be used by two threads at once
+        # The tokenizer, which is not made to be used by two threads at once; reentrant, since building the
+        # vocabulary holds it while it asks token_bytes for every token.
+        self._words = threading.RLock()
         self._bytes: dict[int, bytes] = {}
         self._byte_decoder = _byte_decoder()
         self.stop_ids = set(tokenizer.all_special_ids)
@@ -72,7 +74,7 @@ class LocalModel:
     def vocabulary(self) -> Vocabulary:
         """The vocabulary as constrained decoding sees it (built on first use, about a second)."""
         if self._vocabulary is None:
-            with self._lock:
+            with self._words:
                 if self._vocabulary is None:
                     self._vocabulary = Vocabulary(self)
         return self._vocabulary
@@ -140,14 +142,15 @@ class LocalModel:
     def token_bytes(self, token_id: int) -> bytes:
         """The exact bytes a token stands for (a token may hold part of a UTF-8 character)."""
         if token_id not in self._bytes:
-            piece = self.tokenizer.convert_ids_to_tokens(token_id)
-            if token_id in self.stop_ids:
-                raw = piece.encode()
-            else:
-                try:
-                    raw = bytes(self._byte_decoder[c] for c in piece)
-                except KeyError:
-                    raw = self.tokenizer.decode([token_id]).encode()
+            with self._words:
+                piece = self.tokenizer.convert_ids_to_tokens(token_id)
+                if token_id in self.stop_ids:
+                    raw = piece.encode()
+                else:
+                    try:
+                        raw = bytes(self._byte_decoder[c] for c in piece)
+                    except KeyError:
+                        raw = self.tokenizer.decode([token_id]).encode()
             self._bytes[token_id] = raw
         return self._bytes[token_id]
 

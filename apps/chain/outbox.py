@@ -202,9 +202,15 @@ def enqueue(function: str, sender: str, payload: dict, *, depends_on: OutboxItem
         existing = OutboxItem.objects.filter(key=key).first()
         if existing is None:
             raise NonceTaken(f"nonce {request.nonce} of {sender} is held by another request") from None
-        if existing.payload != clean or (existing.signer or existing.sender_address) != sender:
-            raise ConflictingCall(f"{key} is already queued with other arguments") from None
-        return existing
+        return _queued_before(existing, clean, sender)
+
+
+def _queued_before(existing: OutboxItem, clean: dict, sender: str) -> OutboxItem:
+    """The row of the same call queued before, which queuing it again returns; ConflictingCall when
+    the row under its key holds other arguments or another sender."""
+    if existing.payload != clean or (existing.signer or existing.sender_address) != sender:
+        raise ConflictingCall(f"{existing.key} is already queued with other arguments")
+    return existing
 
 
 def enqueue_signed(function: str, rater: str, payload: dict, *, depends_on: OutboxItem | None = None) -> OutboxItem:
@@ -213,10 +219,8 @@ def enqueue_signed(function: str, rater: str, payload: dict, *, depends_on: Outb
     concurrent rating took it)."""
     clean = check_call(function, payload)
     existing = OutboxItem.objects.filter(key=idempotency_key(function, clean)).first()
-    if existing is not None:  # the same call queued before: the first row, as enqueue returns it
-        if existing.payload != clean or (existing.signer or existing.sender_address) != rater:
-            raise ConflictingCall(f"{existing.key} is already queued with other arguments")
-        return existing
+    if existing is not None:
+        return _queued_before(existing, clean, rater)
     for _ in range(5):
         request = relay.sign_custodial(rater, function, clean, relay.next_nonce(rater))
         try:

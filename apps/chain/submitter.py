@@ -506,9 +506,10 @@ class Submitter:
         by_tx: dict[int, list[OutboxItem]] = defaultdict(list)
         for item in items:
             by_tx[item.transaction_id].append(item)
-        return [outcome for pk, receipt in receipts.items() for outcome in self._outcomes(by_tx[pk], receipt)]
+        return [outcome for pk, receipt in receipts.items() for outcome in self._request_outcomes(by_tx[pk], receipt)]
 
-    def _outcomes(self, items: list[OutboxItem], receipt: dict) -> list[tuple[str, OutboxItem, str]]:
+    def _request_outcomes(self, items: list[OutboxItem], receipt: dict) -> list[tuple[str, OutboxItem, str]]:
+        """The outcomes of one relay transaction's requests (`items`), from its final `receipt`."""
         topic = to_hex(self.ledger.abis["forwarder"].event_topic("ExecutedForwardRequest"))
         forwarder = self.ledger.deployment.forwarder.lower()
         executed: dict[tuple[str, int], bool] = {}

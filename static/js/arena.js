@@ -8,9 +8,16 @@
 
   var sockets = {};
 
+  function connected() {
+    return Object.keys(sockets).length >= 2;
+  }
+
   document.addEventListener("htmx:wsOpen", function (event) {
     var host = event.target.closest && event.target.closest(".arena-socket");
-    if (host) sockets[host.dataset.conversation] = { wrapper: event.detail.socketWrapper, elt: host };
+    if (!host) return;
+    sockets[host.dataset.conversation] = { wrapper: event.detail.socketWrapper, elt: host };
+    if (connected()) say("");  // a "still connecting" said earlier no longer holds
+    sync();
   });
 
   function streaming() {
@@ -27,7 +34,7 @@
     var form = document.getElementById("arena-prompt");
     if (!form) return;
     var button = form.querySelector("button[type=submit]");
-    button.disabled = streaming() || waitingForVote() || Object.keys(sockets).length < 2;
+    button.disabled = streaming() || waitingForVote() || !connected();
   }
 
   function say(text) {
@@ -37,24 +44,18 @@
     box.hidden = !text;
   }
 
+  // Every way of sending (the button, Enter) comes here; it sends nothing while the button would be disabled.
   function send(form) {
-    var box = form.querySelector("#prompt");
-    var text = box.value;
-    if (!text.trim()) return;
-    var sides = Object.keys(sockets);
-    if (sides.length < 2) { say("The battle is still connecting: try again in a moment."); return; }
-    if (streaming() || waitingForVote()) return;
+    if (!connected()) { say("The battle is still connecting: try again in a moment."); return; }
+    var text = form.querySelector("#prompt").value;
+    if (!text.trim() || streaming() || waitingForVote()) return;
     say("");
-    sides.forEach(function (pk) {
+    Object.keys(sockets).forEach(function (pk) {
       sockets[pk].wrapper.send(JSON.stringify({ prompt: text }), sockets[pk].elt);
     });
     form.reset();
     sync();
   }
-
-  document.addEventListener("htmx:wsOpen", function () {
-    if (Object.keys(sockets).length >= 2) say("");
-  });
 
   document.addEventListener("submit", function (event) {
     if (event.target.id !== "arena-prompt") return;
@@ -67,8 +68,7 @@
     var form = event.target.form;
     if (!form || form.id !== "arena-prompt") return;
     event.preventDefault();
-    if (!form.querySelector("button[type=submit]").disabled) send(form);
-    else if (Object.keys(sockets).length < 2) say("The battle is still connecting: try again in a moment.");
+    send(form);
   });
 
   document.addEventListener("DOMContentLoaded", function () {
@@ -76,7 +76,6 @@
     if (!arena) return;
     new MutationObserver(sync).observe(document.body, { childList: true, subtree: true, attributes: true,
                                                         attributeFilter: ["data-status"] });
-    document.addEventListener("htmx:wsOpen", sync);
     sync();
   });
 })();

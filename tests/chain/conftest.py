@@ -49,16 +49,20 @@ def ledger(ledger_node, settings, oracle) -> Ledger:
 
 def drain(submitter: Submitter, timeout: float = 90, *, until=None, what: str = "finished") -> None:
     """Run the submitter until `until()` is true (by default: until nothing is left to sign, send or
-    confirm)."""
+    confirm), then release its lanes' leases, so that the next submitter a test runs, whatever its
+    owner, takes them at once instead of waiting the lease out (LLMCHAIN_LEASE_S)."""
     done = until or (lambda: not submitter.has_work())
     deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            left = list(OutboxItem.objects.exclude(status="confirmed").values_list("key", "status", "last_error"))
-            txs = list(ChainTransaction.objects.values_list("nonce", "status", "block_number"))
-            raise AssertionError(f"submitter not {what} within {timeout} s: {left[:5]}; transactions {txs[-10:]}")
-        if not submitter.run_once():
-            time.sleep(0.2)
+    try:
+        while not done():
+            if time.monotonic() > deadline:
+                left = list(OutboxItem.objects.exclude(status="confirmed").values_list("key", "status", "last_error"))
+                txs = list(ChainTransaction.objects.values_list("nonce", "status", "block_number"))
+                raise AssertionError(f"submitter not {what} within {timeout} s: {left[:5]}; transactions {txs[-10:]}")
+            if not submitter.run_once():
+                time.sleep(0.2)
+    finally:
+        submitter.release()
 
 
 @dataclass
@@ -105,9 +109,7 @@ def world(ledger, admin, oracle) -> World:
     outbox.enqueue("addContext", admin.address, {"contextId": context, "name": "reasoning"})
     dev_reg = OutboxItem.objects.get(key=f"register:{developer}")
     outbox.enqueue("addModel", developer, {"modelId": model, "metadataCid": "bafymodel"}, depends_on=dev_reg)
-    setup = Submitter(ledger, owner="setup")
-    drain(setup)
-    setup.release()  # its lanes' leases: a test's own submitter takes them at once, not 30 s later
+    drain(Submitter(ledger, owner="setup"))
     return World(ledger, admin.address, oracle.address, developer, users, context, model)
 
 

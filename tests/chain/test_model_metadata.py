@@ -20,13 +20,6 @@ def update(world, cid, sender=None, **kwargs) -> OutboxItem:
                           {"modelId": world.model, "metadataCid": cid}, **kwargs)
 
 
-def submitter(world) -> Submitter:
-    # The world fixture's submitter ("setup") still leases the developer's lane; hand it over
-    # rather than wait for the lease to run out.
-    Submitter(world.ledger, owner="setup").release()
-    return Submitter(world.ledger)
-
-
 def row(world) -> LedgerModel:
     return LedgerModel.objects.get(model_id=world.model)
 
@@ -36,7 +29,7 @@ def test_an_update_through_the_outbox_becomes_the_models_metadata_cid(world):
     added = row(world)
     assert added.metadata_cid == "bafymodel"
     item = update(world, CID)
-    drain(submitter(world))
+    drain(Submitter(world.ledger))
     item.refresh_from_db()
     assert (item.status, item.duplicate) == ("confirmed", False)
     assert item.transaction.function == "updateModelMetadata" and item.transaction.gas_used < 40_000
@@ -52,7 +45,7 @@ def test_the_latest_update_wins_when_all_are_folded_in_one_chunk(world):
     first = update(world, CID)
     second = update(world, "bafysecond", depends_on=first)
     update(world, CID, depends_on=second, key=f"updateModelMetadata:{world.model}:{CID}:again")
-    drain(submitter(world))
+    drain(Submitter(world.ledger))
     assert set(OutboxItem.objects.values_list("status", flat=True)) == {"confirmed"}
     assert not LedgerModel.objects.exists()
     indexer.index_until_head(world.ledger)
@@ -62,7 +55,7 @@ def test_the_latest_update_wins_when_all_are_folded_in_one_chunk(world):
 def test_updates_folded_chunk_by_chunk_and_rebuilt_from_scratch_agree(world):
     for cid in ("bafyone", "bafytwo"):
         update(world, cid)
-        drain(submitter(world))
+        drain(Submitter(world.ledger))
         indexer.index_until_head(world.ledger)
         assert row(world).metadata_cid == cid
     before = list(LedgerModel.objects.values_list("model_id", "owner", "metadata_cid", "block_number"))
@@ -74,7 +67,7 @@ def test_updates_folded_chunk_by_chunk_and_rebuilt_from_scratch_agree(world):
 
 def test_an_update_by_anyone_but_the_owner_fails_and_changes_nothing(world):
     stranger_item = update(world, "bafystranger", sender=world.users[0])
-    drain(submitter(world))
+    drain(Submitter(world.ledger))
     stranger_item.refresh_from_db()
     assert stranger_item.status == "failed" and "NotModelOwner" in stranger_item.last_error
     assert not stranger_item.duplicate
@@ -84,7 +77,7 @@ def test_an_update_by_anyone_but_the_owner_fails_and_changes_nothing(world):
 
 def test_an_update_of_an_unknown_model_fails(world):
     item = outbox.enqueue("updateModelMetadata", world.developer, {"modelId": rand_id(), "metadataCid": CID})
-    drain(submitter(world))
+    drain(Submitter(world.ledger))
     item.refresh_from_db()
     assert item.status == "failed" and "UnknownModel" in item.last_error
 
@@ -93,7 +86,7 @@ def test_updates_leave_the_scores_and_the_audit_alone(world):
     for user in world.users:
         world.evaluation(user)
     update(world, CID)
-    drain(submitter(world))
+    drain(Submitter(world.ledger))
     assert set(OutboxItem.objects.values_list("status", flat=True)) == {"confirmed"}
     indexer.index_until_head(world.ledger)
     assert row(world).metadata_cid == CID

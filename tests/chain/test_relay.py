@@ -34,7 +34,7 @@ def _wallet_user(world):
     """A registered user whose key the site does not hold (a wallet)."""
     wallet = Account.create()
     outbox.enqueue("register", world.admin, {"account": wallet.address, "role": "user"})
-    drain(Submitter(world.ledger, owner="setup"))
+    drain(Submitter(world.ledger))
     return wallet
 
 

@@ -85,7 +85,7 @@ def arena_world(world, ledger, ledger_node, settings, ipfs_dir, django_capture_o
     for name, model in models.items():
         outbox.enqueue("addModel", world.developer, {"modelId": model, "metadataCid": store.put(
             metadata(name, world.developer))}, depends_on=dev)
-    submitter = Submitter(ledger, owner="setup")
+    submitter = Submitter(ledger)
     drain(submitter)
     voter = world.users[0]
 

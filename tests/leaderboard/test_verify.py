@@ -184,7 +184,7 @@ def boards_world(world, ledger, ledger_node, settings, ipfs_dir):  # noqa: F811
     cid = {name: store.put(metadata(name, world.developer)) for name in ("alpha-7b", "beta", "beta v2")}
     added = [outbox.enqueue("addModel", world.developer, {"modelId": m, "metadataCid": cid[n]}, depends_on=dev)
              for m, n in ((alpha, "alpha-7b"), (beta, "beta"))]
-    submitter = Submitter(ledger, owner="setup")  # the lanes the world fixture leased
+    submitter = Submitter(ledger)
     drain(submitter)
     outbox.enqueue("updateModelMetadata", world.developer, {"modelId": beta, "metadataCid": cid["beta v2"]},
                    depends_on=added[1])

@@ -20,7 +20,6 @@ def test_the_replay_fills_every_models_contextual_scores_and_a_rerun_adds_nothin
                                                                                   settings):
     settings.LLMCHAIN_RPC_URL = ledger_node.url
     settings.LLMCHAIN_DEPLOYMENT = ledger_node.deployment_file
-    replay_world["submitter"].release()
     out = io.StringIO()
     call_command("replay", "mtbench", str(replay_world["root"]), "--work", "--timeout", "300", stdout=out)
     expected = len(MODELS) * len(QUESTIONS) * 2  # two turns each

@@ -41,7 +41,6 @@ def test_a_killed_worker_loses_nothing_and_repeats_nothing(replay_world, ledger_
            "LLMCHAIN_DEPLOYMENT": str(ledger_node.deployment_file), "LLMCHAIN_ORACLE_KEY": settings.LLMCHAIN_ORACLE_KEY,
            "LLMCHAIN_IPFS_DIR": str(settings.LLMCHAIN_IPFS_DIR), "LLMCHAIN_ORACLE_LEASE_S": "2",
            "LLMCHAIN_ORACLE_BATCH": "2", "PYTHONUNBUFFERED": "1"}
-    replay_world["submitter"].release()
     interactions = []
     for name in ("alpha-7b", "beta-13b", "gamma-3b"):
         interactions += chat(replay_world, name, [q for _, q, _ in QUESTIONS])
