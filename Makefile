@@ -30,9 +30,12 @@ run: install
 	$(PY) manage.py up
 
 # lint-imports first: an import against the apps' layers (pyproject.toml) fails the run at once.
+# The tests run in PYTEST_WORKERS processes (pytest-xdist; 0: in this one), the browser tests all in one
+# of them (tests/browser/conftest.py); each worker has its own test database and Redis databases.
+PYTEST_WORKERS ?= 2
 test: install
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 bench-chain: install
 	$(PY) manage.py bench chain

@@ -74,7 +74,11 @@ def _convert(gguf: Path, cache_dir: Path | None, stamp: dict):
         if cache_dir.exists() and not _cache_is_valid(cache_dir, stamp):
             shutil.rmtree(cache_dir)
         if not cache_dir.exists():
-            staging.rename(cache_dir)
+            try:
+                staging.rename(cache_dir)
+            except OSError:
+                if not _cache_is_valid(cache_dir, stamp):  # another process's conversion swapped in first
+                    raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return tokenizer, model

@@ -23,6 +23,31 @@ django_settings.SECRET_KEY = "tests-only-" + "k" * 60
 os.environ.setdefault("LLMCHAIN_OUTBOUND_ALLOW", "localhost,127.0.0.0/8,[::1]")
 django_settings.LLMCHAIN_OUTBOUND_ALLOW = os.environ["LLMCHAIN_OUTBOUND_ALLOW"]
 
+
+def _own_redis_databases(worker: str) -> None:
+    """`make test` runs the tests in pytest-xdist workers (gw0, gw1, ...). pytest-django gives each its
+    own test database; here each gets its own pair of Redis databases, the channel layer's and the
+    cache's (the next number, as settings.py derives it): REDIS_URL's number + 2 x the worker's, in this
+    process's settings and in the environment of the processes its tests start. A worker's cache clear
+    (every test starts with one) then never empties another's cache, and two workers' chat sockets,
+    whose group names come from their own databases' ids, never hear each other."""
+    from urllib.parse import urlparse
+
+    base = urlparse(os.environ["REDIS_URL"])
+    layer = int((base.path or "/0").strip("/") or 0) + 2 * int(worker.removeprefix("gw"))
+    if layer + 1 >= 13:  # 13 and 14 are tests/ops/test_topology.py's own
+        raise RuntimeError(f"too many test workers for Redis's 16 databases ({worker} would use {layer})")
+    layer_url, cache_url = (base._replace(path=f"/{n}").geturl() for n in (layer, layer + 1))
+    os.environ["REDIS_URL"] = django_settings.REDIS_URL = layer_url
+    django_settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0]["address"] = layer_url
+    if "LLMCHAIN_CACHE_URL" not in os.environ:
+        django_settings.LLMCHAIN_CACHE_URL = cache_url
+        django_settings.CACHES["default"]["LOCATION"] = cache_url
+
+
+if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("REDIS_URL"):
+    _own_redis_databases(os.environ["PYTEST_XDIST_WORKER"])
+
 from apps.chain.client import ChainClient, account_from_key
 from apps.chain.deploy import deploy, grant_role
 from apps.chain.node import DEV_KEYS, AnvilNode, anvil_available
