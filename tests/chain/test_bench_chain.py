@@ -48,6 +48,9 @@ def test_bench_chain_prints_its_figures_and_confirms_every_call_once():
     rows = [line.split() for line in lines if line.split()[:1] in ([f] for f in FUNCTIONS)]
     assert [(r[0], r[1]) for r in rows] == [(f, "20") for f in FUNCTIONS]
     assert all(r[-1] == "ok" for r in rows), "the on-chain count of every step equals its confirmed calls"
+    for r in rows:  # kept up with: the rate actually offered (actual/s) of its one step, unless saturated
+        kept_up = result["functions"][r[0]]["kept_up_per_s"]
+        assert kept_up == (pytest.approx(float(r[2]), abs=0.51) if r[-2] == "no" else 0.0), r
 
     # the bench cleans up after itself
     assert not OutboxItem.objects.exists() and not ChainTransaction.objects.exists()
