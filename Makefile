@@ -31,11 +31,14 @@ run: install
 
 # lint-imports first: an import against the apps' layers (pyproject.toml) fails the run at once.
 # The tests run in PYTEST_WORKERS processes (pytest-xdist; 0: in this one), the browser tests all in one
-# of them (tests/browser/conftest.py); each worker has its own test database and Redis databases.
+# of them (tests/browser/conftest.py); each worker has its own test database and Redis databases. Then
+# the tests marked `alone` (the ledger under faults), in one process on a machine nothing else loads
+# (exit status 5: PYTEST_ARGS selected none of them).
 PYTEST_WORKERS ?= 2
 test: install
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -m "not alone" $(PYTEST_ARGS)
+	$(PY) -m pytest -m alone $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 bench-chain: install
 	$(PY) manage.py bench chain

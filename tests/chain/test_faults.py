@@ -51,7 +51,11 @@ from tests.personas import PASSWORD, user
 from .conftest import database_url
 from .stack import REPO, LogWatch, Service, Unwritable
 
-pytestmark = [pytest.mark.slow, pytest.mark.chain, pytest.mark.django_db(transaction=True)]
+# `alone`: make test runs these after the parallel tests, in one process. Under the other xdist worker's
+# load, seed 1603 once ended with 8 interactions in the contract's storage but in no block the node
+# kept (its restart from a state file written while it mined: the submitter found their nonces used
+# and the records there, the audit found no event of them); issue 21's note, stop 30.
+pytestmark = [pytest.mark.slow, pytest.mark.chain, pytest.mark.alone, pytest.mark.django_db(transaction=True)]
 
 SEEDS = [1601, 1602, 1603]
 LOAD_S = 40  # the load and every fault start within this window
