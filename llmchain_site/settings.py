@@ -118,14 +118,18 @@ CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"
 # With Redis, one cache for every process, so that limits counted in it (chat sockets per user,
 # throttles) hold across web processes: LLMCHAIN_CACHE_URL, by default REDIS_URL's server with the
 # next database number (a cache clear flushes its database: never the channel layer's).
+def redis_db_url(url: str, offset: int) -> str:
+    """A Redis URL on the same server as `url`, its database number moved by `offset` (of Redis's 16)."""
+    from urllib.parse import urlparse
+
+    parsed = urlparse(url)
+    return parsed._replace(path=f"/{(int((parsed.path or '/0').strip('/') or 0) + offset) % 16}").geturl()
+
+
 _redis_for_layer = os.environ.get("REDIS_URL", "")
 LLMCHAIN_CACHE_URL = os.environ.get("LLMCHAIN_CACHE_URL", "")
 if not LLMCHAIN_CACHE_URL and _redis_for_layer:
-    from urllib.parse import urlparse as _urlparse
-
-    _u = _urlparse(_redis_for_layer)
-    _db = int((_u.path or "/0").strip("/") or 0)
-    LLMCHAIN_CACHE_URL = _u._replace(path=f"/{(_db + 1) % 16}").geturl()
+    LLMCHAIN_CACHE_URL = redis_db_url(_redis_for_layer, 1)
 if LLMCHAIN_CACHE_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": LLMCHAIN_CACHE_URL,
                           "KEY_PREFIX": "llmchain"}}

@@ -33,11 +33,12 @@ def _own_redis_databases(worker: str) -> None:
     whose group names come from their own databases' ids, never hear each other."""
     from urllib.parse import urlparse
 
-    base = urlparse(os.environ["REDIS_URL"])
-    layer = int((base.path or "/0").strip("/") or 0) + 2 * int(worker.removeprefix("gw"))
-    if layer + 1 >= 13:  # 13 and 14 are tests/ops/test_topology.py's own
-        raise RuntimeError(f"too many test workers for Redis's 16 databases ({worker} would use {layer})")
-    layer_url, cache_url = (base._replace(path=f"/{n}").geturl() for n in (layer, layer + 1))
+    from llmchain_site.settings import redis_db_url
+
+    layer_url = redis_db_url(os.environ["REDIS_URL"], 2 * int(worker.removeprefix("gw")))
+    cache_url = redis_db_url(layer_url, 1)
+    if {urlparse(url).path for url in (layer_url, cache_url)} & {"/13", "/14"}:  # tests/ops/test_topology.py's
+        raise RuntimeError(f"too many test workers for Redis's 16 databases ({worker} would use {layer_url})")
     os.environ["REDIS_URL"] = django_settings.REDIS_URL = layer_url
     django_settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0]["address"] = layer_url
     if "LLMCHAIN_CACHE_URL" not in os.environ:
