@@ -25,11 +25,12 @@ What it measures, end to end through the code the site runs:
 - per step: confirmed calls per second and latency percentiles of confirmed_at - created_at
   (enqueue to the submitter seeing the call final; LLMCHAIN_FINALITY's local rule is 5 blocks, so
   about 6 s at best); every row of a step must be confirmed before the next step starts;
-- throughput, two ways. `confirmed/s` is the rate at which calls became final while the step ran:
-  the submitter confirms calls in passes (one timestamp each); the calls confirmed by every pass
-  but the first and the last / the time from the first to the one before the last, i.e. the
-  sustained rate with the pipeline's fill time (finality) left out, as the node ceiling is
-  counted over full blocks. `e2e/s` is confirmed calls / (last confirmation - first enqueue)
+- throughput, two ways. `confirmed/s` is the rate the pipeline sustained while the step ran, from
+  every call's enqueue and confirmation times: the offered rate over the least-squares slope of
+  confirmation time on enqueue time (`sustained_rate`: slope 1 when each call is confirmed about
+  one latency after it was enqueued, R/C when C calls/s are sustained against R offered and the
+  backlog grows), the pipeline's fill time (finality) left out, as the node ceiling is counted
+  over full blocks. `e2e/s` is confirmed calls / (last confirmation - first enqueue)
   (Caliper's definition, the one the bench printed before issue 21): it includes one latency, so a
   10 s step at 6 s latency reads at most 10/16 of the offered rate however fast the pipeline;
 - a step is saturated when confirmed/s falls under SATURATED_SHARE of the rate actually offered;
@@ -107,6 +108,30 @@ SATURATED_SHARE = 0.85
 SAMPLE_CHECKED = 50  # pre-signed requests of each step checked with outbox.check_request
 
 
+def sustained_rate(enqueued: list[float], confirmed: list[float], offered_per_s: float) -> tuple[float, float]:
+    """The rate a step's pipeline sustained, and the slope it is read from.
+
+    `enqueued[i]` and `confirmed[i]` are one call's (or interaction's) times in seconds. Calls
+    confirm in bunches (one submitter pass, one final block), so counting the calls between two
+    passes swings with where a step's few passes fall. Every call is used instead: the
+    least-squares slope of confirmation time over enqueue time. A pipeline that keeps up confirms
+    each call about one latency after it was enqueued (slope 1); one that sustains C calls/s
+    against R offered confirms the i-th at about i/C (slope R/C), its backlog and latency growing
+    all along the step. So confirmed/s = offered/s / slope, never above the rate offered (a slope
+    under 1 means the first calls waited longer, not that the pipeline outran its input).
+    NaN for fewer than three calls or calls all enqueued at one instant.
+    """
+    n = len(enqueued)
+    if n < 3 or n != len(confirmed):
+        return math.nan, math.nan
+    mx, my = sum(enqueued) / n, sum(confirmed) / n
+    var = sum((x - mx) ** 2 for x in enqueued)
+    if var <= 0:
+        return math.nan, math.nan
+    slope = sum((x - mx) * (y - my) for x, y in zip(enqueued, confirmed)) / var
+    return offered_per_s / max(slope, 1.0), slope
+
+
 @dataclass
 class ChainBenchConfig:
     rates: list[int] = field(default_factory=lambda: list(DEFAULT_RATES))
@@ -145,7 +170,7 @@ class StepResult:
     unconfirmed: int
     duplicates: int
     txs: int
-    per_s: float  # sustained: confirmed by the passes between the first and the last / the time they took
+    per_s: float  # sustained: offered/s over the slope of confirmation time on enqueue time (sustained_rate)
     e2e_per_s: float  # confirmed / (last confirmation - first enqueue)
     p50_ms: float
     p95_ms: float
@@ -838,16 +863,12 @@ class ChainBench:
         latencies = [(end - start).total_seconds() * 1000 for start, end in done]
         per_s = e2e = drain = math.nan
         if done:
-            ends = sorted(end for _, end in done)
-            last = ends[-1]
-            span = (last - min(starts)).total_seconds()
+            first, last = min(starts), max(end for _, end in done)
+            span = (last - first).total_seconds()
             e2e = len(done) / span if span > 0 else math.nan
             drain = (last - max(starts)).total_seconds()
-            # As the node ceiling is counted over full blocks: the passes that confirmed calls, the
-            # first and the last left out (they may cover only part of the time since the pass before).
-            passes = sorted(Counter(ends).items())
-            if len(passes) >= 3:
-                per_s = sum(n for _, n in passes[1:-1]) / (passes[-2][0] - passes[0][0]).total_seconds()
+            per_s, _ = sustained_rate([(s - first).total_seconds() for s, _ in done],
+                                      [(e - first).total_seconds() for _, e in done], offered_per_s)
         result = StepResult(
             function=function, rate=rate, offered=len(units), offered_per_s=offered_per_s, confirmed=len(done),
             failed=failed, unconfirmed=len(units) - len(done) - failed,
@@ -1043,8 +1064,8 @@ class ChainBench:
                  f"{cfg.duration:g} s per step; {connection.vendor} database"
                  + (" (autovacuum off: the bench vacuums its tables before each step, not timed)"
                     if self.vacuums else ""))
-        self.out("confirmed/s: sustained (calls confirmed by the submitter's passes but the first and last / "
-                 "their span); e2e/s: confirmed / (last confirmation - first enqueue); x ceil: confirmed/s / "
+        self.out("confirmed/s: sustained (offered/s over the slope of confirmation time on enqueue time, "
+                 "fitted over every call); e2e/s: confirmed / (last confirmation - first enqueue); x ceil: confirmed/s / "
                  "node tx/s (one tx carries up to `batch` calls); complete: interactions with all three calls final")
         self.out(f"{'function':<16} {'offered/s':>9} {'actual/s':>8} {'items':>6} {'txs':>5} {'confirmed/s':>11} "
                  f"{'e2e/s':>6} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7} {'drain s':>7} {'unconf':>6} {'failed':>6} "

@@ -4,6 +4,8 @@ once, in the outbox and on-chain; and the bench's fast request signer signs as t
 
 import io
 import json
+import math
+import random
 
 import pytest
 from django.core.management import call_command
@@ -11,7 +13,7 @@ from eth_account import Account
 
 from apps.chain import metatx
 from apps.chain.models import ChainTransaction, OutboxItem, Sender, SigningKey
-from bench.chain import RequestSigner
+from bench.chain import SATURATED_SHARE, RequestSigner, sustained_rate
 
 FUNCTIONS = ["autoEval", "humEval", "updateReputation", "complete"]
 
@@ -69,3 +71,29 @@ def test_the_bench_signs_a_rating_request_exactly_as_the_site_does():
     assert metatx.recover_signer(fast, 31337, forwarder) == rater.address
     assert metatx.recover_signer(RequestSigner(1, forwarder).sign(request, bytes(rater.key)), 31337,
                                  forwarder) != rater.address, "the chain id is part of what is signed"
+
+
+def _bunched(times: list[float], every: float) -> list[float]:
+    """Confirmation times as a submitter sees them: in passes, each at the next multiple of `every`."""
+    return [math.ceil(t / every) * every for t in times]
+
+
+def test_the_sustained_rate_is_read_from_every_call_not_from_where_a_few_passes_fall():
+    rng = random.Random(21)
+    offered, duration = 1500, 10.0
+    enqueued = sorted(rng.uniform(0, duration) for _ in range(int(offered * duration)))
+    # Kept up: each call final about one latency (6 s, give or take a block) after it was enqueued,
+    # confirmed by passes 1.3 s apart: the rate sustained is the rate offered, never more.
+    kept = _bunched([t + 6 + rng.uniform(0, 1) for t in enqueued], 1.3)
+    per_s, slope = sustained_rate(enqueued, kept, offered)
+    assert per_s == offered and 0.9 < slope < 1.1
+    # Saturated at 1,000/s: the i-th call final at i/1000 s (plus the latency), the backlog growing all
+    # step long; read within 3% whatever the passes' phase, where counting the calls of the passes
+    # between the first and the last swings with it.
+    for phase in (0.0, 0.4, 0.9):
+        saturated = _bunched([6 + i / 1000 + phase for i in range(len(enqueued))], 1.3)
+        per_s, slope = sustained_rate(enqueued, saturated, offered)
+        assert abs(per_s - 1000) / 1000 < 0.03 and per_s < SATURATED_SHARE * offered, (phase, per_s)
+    # Too few calls, or all enqueued at one instant: nothing to read.
+    assert all(math.isnan(v) for v in sustained_rate([1.0, 2.0], [7.0, 8.0], offered))
+    assert all(math.isnan(v) for v in sustained_rate([1.0] * 5, [7.0] * 5, offered))
