@@ -849,7 +849,7 @@ class ChainBench:
             pk__gte=min(pks), pk__lte=max(pks), sender_address__in=self.addresses).values_list(
             "pk", "function", "status", "created_at", "confirmed_at", "transaction_id", "duplicate").iterator(
             chunk_size=5000)}
-        done, failed, starts, ends, calls = [], 0, [], [], Counter()
+        done, failed, starts, calls = [], 0, [], Counter()
         for unit in units:
             states = [rows[r.pk] for r in unit]
             starts.append(states[0][2])

@@ -5,12 +5,16 @@ Production talks to a Hyperledger Besu network over JSON-RPC; nothing here is us
 
 from __future__ import annotations
 
+import gzip
 import json
+import logging
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -18,6 +22,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 ANVIL_BIN = REPO / "node_modules" / ".bin" / "anvil"
+# npm's `anvil` is a Node.js launcher that spawns the platform package's binary: sent SIGTERM, the
+# launcher exits at once while anvil still writes its state file, so the next start read half a
+# file (a fresh chain). The binary itself is started when the platform package is there.
+ANVIL_BINARIES = REPO / "node_modules" / "@foundry-rs"
 # anvil's deterministic development accounts (mnemonic "test test ... junk"): local only.
 DEV_KEYS = [
     "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
@@ -27,8 +35,86 @@ DEV_KEYS = [
 ]
 
 
+log = logging.getLogger(__name__)
+
+
 class NodeError(RuntimeError):
     pass
+
+
+def rpc(url: str, method: str, params: list, timeout: float = 5):
+    """One JSON-RPC call to a local node; its result (NodeError for an error reply)."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
+    req = urllib.request.Request(url, body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        reply = json.loads(resp.read())
+    if "error" in reply:
+        raise NodeError(f"{method}: {reply['error']}")
+    return reply["result"]
+
+
+BEST_BLOCK = re.compile(rb'"best_block_number"\s*:\s*"?(0x[0-9a-fA-F]+|[0-9]+)')
+
+
+def dump_best_block(state: bytes) -> int | None:
+    """The head block recorded in an anvil state dump (JSON), without parsing the whole of it."""
+    found = BEST_BLOCK.search(state)
+    return int(found.group(1), 0) if found else None
+
+
+class StateKeeper(threading.Thread):
+    """Writes a running anvil's state to its file every `interval` s: only a consistent state, and
+    atomically (a new file renamed over the old one).
+
+    anvil's own `--state-interval` dump is neither. It reads the list of blocks, then waits for the
+    state database, which the block being mined holds: a dump taken while a block with transactions
+    is mined holds that block's storage, balances and nonces but not the block, its transactions or
+    their events. A node restarted from it has storage and nonces that no block of its chain
+    explains (a real node, Besu or geth, commits a block and its state together): the submitter saw
+    "nonce too low" with no receipt, re-signed the calls, and the contract refused them as already
+    recorded, with no event for the indexer to fold (the ledger-under-faults test, seed 1603). And
+    anvil writes the file in place, so a kill during the write leaves half a file.
+
+    Here a dump is kept only if the node's head, read once the dump is in, is still the head the
+    dump records: no block was added while it was taken, so its state is the state of its last
+    block. Otherwise it is taken again."""
+
+    def __init__(self, url: str, path: Path, interval: float, attempts: int = 5):
+        super().__init__(daemon=True, name=f"anvil-state {path}")
+        self.url, self.path, self.interval, self.attempts = url, Path(path), interval, attempts
+        self.stopping = threading.Event()
+        self.kept = 0
+        self.discarded = 0  # dumps a block was added during: taken again
+
+    def run(self) -> None:
+        while not self.stopping.wait(self.interval):
+            try:
+                self.snapshot()
+            except (OSError, ValueError, NodeError) as exc:  # the node is down or restarting: next time
+                if not self.stopping.is_set():
+                    log.debug("no state snapshot of %s: %s", self.url, exc)
+
+    def snapshot(self) -> bool:
+        """Take a consistent dump and write it; False if every attempt saw a block added meanwhile."""
+        for _ in range(self.attempts):
+            state = gzip.decompress(bytes.fromhex(rpc(self.url, "anvil_dumpState", [], timeout=60)[2:]))
+            head = int(rpc(self.url, "eth_blockNumber", []), 16)
+            if dump_best_block(state) == head:
+                if self.stopping.is_set():
+                    return False  # the node was stopped or killed meanwhile: its file is its own now
+                tmp = self.path.with_name(self.path.name + ".tmp")
+                tmp.write_bytes(state)
+                os.replace(tmp, self.path)
+                self.kept += 1
+                return True
+            self.discarded += 1
+        log.warning("no consistent state of %s in %d dumps (a block was added during each)", self.url, self.attempts)
+        return False
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.is_alive() and self is not threading.current_thread():
+            self.join()
 
 
 def free_port() -> int:
@@ -37,8 +123,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def anvil_binary() -> str | None:
+    """The anvil executable: the npm platform package's binary, else npm's launcher, else PATH's."""
+    for candidate in sorted(ANVIL_BINARIES.glob("anvil-*/bin/anvil")):
+        if os.access(candidate, os.X_OK):
+            return str(candidate)
+    return str(ANVIL_BIN) if ANVIL_BIN.exists() else shutil.which("anvil")
+
+
 def anvil_available() -> bool:
-    return ANVIL_BIN.exists() or shutil.which("anvil") is not None
+    return anvil_binary() is not None
 
 
 class LocalProcess:
@@ -78,12 +172,14 @@ class LocalProcess:
 class AnvilNode(LocalProcess):
     """An anvil process. `block_time=None` mines each transaction at once (automine).
 
-    `state_file` keeps the chain on disk across restarts: anvil writes its current state (accounts,
-    storage, blocks and transactions) there on exit and every `state_interval` seconds, without the
-    historical state of every block (`--preserve-historical-states` made the file and the process
-    grow with every block: 234 MB and 847 MB resident after ~900 interactions). A node killed
-    without warning loses the blocks mined since its last write; the submitter sends their
-    transactions again and the indexer rolls back what it folded of them (README, "The ledger").
+    `state_file` keeps the chain on disk across restarts: its current state (accounts, storage,
+    blocks and transactions) is written there every `state_interval` seconds by a StateKeeper of
+    this process (consistent, atomic: anvil's own periodic dump is neither), and by anvil on a
+    graceful stop, mining paused first; without the historical state of every block
+    (`--preserve-historical-states` made the file and the process grow with every block: 234 MB and
+    847 MB resident after ~900 interactions). A node killed without warning loses the blocks mined
+    since the last write, state and blocks alike, as a real node's crash would; the submitter sends
+    their transactions again and the indexer rolls back what it folded of them (README, "The ledger").
     `base_fee=0` gives a free-gas chain like a Besu network with min-gas-price 0; the default is a
     priced chain.
     """
@@ -98,13 +194,14 @@ class AnvilNode(LocalProcess):
     host: str = "127.0.0.1"
     log_file: Path | None = None
     proc: subprocess.Popen | None = field(default=None, repr=False)
+    keeper: StateKeeper | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
     def command(self) -> list[str]:
-        binary = str(ANVIL_BIN) if ANVIL_BIN.exists() else (shutil.which("anvil") or "anvil")
+        binary = anvil_binary() or "anvil"
         cmd = [binary, "--host", self.host, "--port", str(self.port), "--chain-id", str(self.chain_id),
                "--gas-limit", str(self.gas_limit), "--accounts", "4", "--balance", "1000000"]
         if self.block_time:
@@ -114,8 +211,11 @@ class AnvilNode(LocalProcess):
             if self.base_fee == 0:
                 cmd += ["--gas-price", "0", "--disable-min-priority-fee"]
         if self.state_file:
-            Path(self.state_file).parent.mkdir(parents=True, exist_ok=True)
-            cmd += ["--state", str(self.state_file), "--state-interval", str(self.state_interval)]
+            state = Path(self.state_file)
+            state.parent.mkdir(parents=True, exist_ok=True)
+            if state.exists() and state.stat().st_size:
+                cmd += ["--load-state", str(state)]
+            cmd += ["--dump-state", str(state)]  # on exit; while it runs, the StateKeeper writes it
         return cmd
 
     def start(self, timeout: float = 30) -> "AnvilNode":
@@ -137,24 +237,40 @@ class AnvilNode(LocalProcess):
             if self.proc.poll() is not None:
                 raise NodeError(f"anvil exited with code {self.proc.returncode}: {' '.join(self.command())}")
             if self.is_up():
+                if self.state_file:
+                    self.keeper = StateKeeper(self.url, Path(self.state_file), self.state_interval)
+                    self.keeper.start()
                 return self
             time.sleep(0.1)
         self.stop()
         raise NodeError(f"anvil did not answer on {self.url} within {timeout} s")
 
     def is_up(self) -> bool:
-        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}).encode()
-        req = urllib.request.Request(self.url, body, {"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=1) as resp:
-                return resp.status == 200
-        except OSError:
+            rpc(self.url, "eth_chainId", [], timeout=1)
+            return True
+        except (OSError, ValueError, NodeError):
             return False
 
     def stop(self, timeout: float = 20) -> None:
-        """Stop gracefully (SIGTERM: anvil writes its state file), then kill if needed."""
+        """Stop gracefully: no more blocks (a block mined during anvil's exit dump would leave the file
+        inconsistent, as StateKeeper says), then SIGTERM (anvil writes its state file); kill if needed."""
+        self._stop_keeper()
+        if self.state_file and self.proc and self.proc.poll() is None:
+            try:
+                rpc(self.url, "evm_setIntervalMining", [0])
+                rpc(self.url, "evm_setAutomine", [False])
+                time.sleep(0.2)  # a block being mined when mining stopped is done by then
+            except (OSError, ValueError, NodeError):
+                pass  # not answering: SIGTERM anyway
         self._terminate(timeout)
 
     def kill(self) -> None:
-        """Die at once, as a crashed node would (no state dump on the way out)."""
+        """Die at once, as a crashed node would (no state written on the way out)."""
         self._kill()
+        self._stop_keeper()
+
+    def _stop_keeper(self) -> None:
+        if self.keeper is not None:
+            self.keeper.stop()
+            self.keeper = None

@@ -54,12 +54,11 @@ from .stack import REPO, LogWatch, Service, Unwritable
 # `alone`: make test runs these after the parallel tests, in one process, as they ran before xdist.
 pytestmark = [pytest.mark.slow, pytest.mark.chain, pytest.mark.alone, pytest.mark.django_db(transaction=True)]
 
-# Seed 1603 is an open defect (stop 30's note): in 2 of 5 runs, in one process as under xdist, it ended
-# with interactions in the contract's storage that no event of the restarted node's blocks records
-# (the audit exits 1). Marked non-strict xfail until fixed: it still runs, and its report says which.
-SEEDS = [1601, 1602, pytest.param(1603, marks=pytest.mark.xfail(
-    reason="open defect: interactions in storage without events after anvil restarts from its state file",
-    strict=False))]
+# Seed 1603 ended in 2 of 5 runs (stop 30) with interactions in the contract's storage that no event of
+# the restarted node's blocks recorded: anvil's own periodic dump had caught a block's state without the
+# block. The node's state file is now written only consistent (apps/chain/node.StateKeeper,
+# tests/chain/test_node_state.py).
+SEEDS = [1601, 1602, 1603]
 LOAD_S = 40  # the load and every fault start within this window
 CHATS = 24
 DRAIN_TIMEOUT_S = 90
