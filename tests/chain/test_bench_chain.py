@@ -38,8 +38,12 @@ def test_bench_chain_prints_its_figures_and_confirms_every_call_once():
         assert figures["offered"] == figures["confirmed"] == 40, function
         assert figures["peak_per_s"] > 0 and figures["p95_ms_at_peak"] > 0
         assert isinstance(figures["saturated"], bool)
+        # each function on a fresh node of its own, its ratio to that node's ceiling
         assert result["ratio"][function] == pytest.approx(
-            figures["peak_per_s"] / result["node_ceiling_tx_per_s"], abs=0.001)
+            figures["peak_per_s"] / result["node_ceiling_by_function"][function], abs=0.001)
+    assert result["one_node"] is False and set(result["node_ceiling_by_function"]) == set(FUNCTIONS)
+    assert result["node_ceiling_tx_per_s"] == min(result["node_ceiling_by_function"].values())
+    assert sum(line.startswith("--- ") and "a fresh node" in line for line in lines) == len(FUNCTIONS)
     assert result["complete_per_s"] == result["functions"]["complete"]["peak_per_s"]
     # a complete evaluation waits for three confirmations in a row: slower than any one call
     assert result["functions"]["complete"]["p95_ms_at_peak"] > result["functions"]["humEval"]["p95_ms_at_peak"]

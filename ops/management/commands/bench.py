@@ -136,6 +136,9 @@ class Command(BaseCommand):
                        help="run the submitter process under cProfile, one DIR/submitter-<function>-<rate>.prof "
                             "per step, and print a summary of each saturated step's (slows the submitter)")
         p.add_argument("--keep-rows", action="store_true", help="keep the bench's rows in the database")
+        p.add_argument("--one-node", action="store_true",
+                       help="run every function on one node (by default each gets a fresh node: anvil's work per "
+                            "block grows with the storage the earlier functions left)")
 
         s = sub.add_parser("scoring", help="the project's BERTScore scorer against plain bert_score.score",
                            description=SCORING_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -221,7 +224,7 @@ class Command(BaseCommand):
 
     def do_chain(self, rates=None, duration=10, batch=None, functions=None, users=200, submitter="process",
                  ceiling_duration=8, drain_timeout=120, work_dir=None, keep_rows=False, full_sweep=False,
-                 profile=None, **_):
+                 profile=None, one_node=False, **_):
         from bench import chain
 
         config = chain.ChainBenchConfig(
@@ -229,5 +232,5 @@ class Command(BaseCommand):
             batch=settings.LLMCHAIN_TX_BATCH if batch is None else batch,
             functions=functions or list(chain.DEFAULT_FUNCTIONS), users=users, submitter=submitter,
             ceiling_duration=ceiling_duration, drain_timeout=drain_timeout, work_dir=work_dir, keep_rows=keep_rows,
-            stop_when_saturated=not full_sweep, profile_dir=profile)
+            stop_when_saturated=not full_sweep, profile_dir=profile, one_node=one_node)
         return chain.headline(chain.run_chain_bench(config, self.out)), []
