@@ -38,8 +38,9 @@ What it measures, end to end through the code the site runs:
 - the raw node ceiling in the same run: signed no-op transfers from the anvil dev keys,
   pipelined in JSON-RPC batches, counted from the blocks that mined them;
 - each function on a fresh node of its own (new contracts, new keys, its own ceiling), unless
-  `one_node` (`--one-node`): anvil recomputes its whole state root on every block, so a node's CPU
-  per block grows with the storage earlier steps left (idle, 44% of a core at 200,000 storage slots
+  `one_node` (`--one-node`): on every block anvil (1.7.1, in-memory state) computes the state root
+  over every account's storage and copies the whole state, so a node's CPU per block grows with the
+  storage earlier steps left (idle, 44% of a core at 200,000 storage slots
   and 100% at 600,000, measured on this machine), and the functions measured last on one node were
   bounded by what the first ones wrote (a node with an incremental state trie, such as Besu's, is
   not);
@@ -154,9 +155,12 @@ class ChainBenchConfig:
     stop_when_saturated: bool = True
     ceiling_duration: float = 8.0
     submitter: str = "process"  # "process" (`manage.py chain submit`) or "thread"
+    # Submitter processes side by side (`chain submit --shard i/n`), with one relayer key each: the
+    # relayed ratings and updateReputation calls spread over their lanes by rater.
+    submitters: int = 2
     keep_rows: bool = False
-    # Each function on a node of its own, fresh as the one the ceiling is measured on: anvil recomputes
-    # its whole state root on every block, so its CPU per block grows with the storage the earlier
+    # Each function on a node of its own, fresh as the one the ceiling is measured on: anvil computes its
+    # state root over the whole state on every block, so its CPU per block grows with the storage the earlier
     # functions' steps left (measured: idle, 44% of a core at 200,000 storage slots, 100% at 600,000).
     one_node: bool = False
     work_dir: Path | None = None  # anvil log, deployment file, submitter log
@@ -167,6 +171,8 @@ class ChainBenchConfig:
             raise ValueError("--batch and --users must be at least 1, --duration positive")
         if self.profile_dir and self.submitter != "process":
             raise ValueError("--profile profiles the submitter process: not with --submitter thread")
+        if self.submitters < 1 or (self.submitter == "thread" and self.submitters != 1):
+            raise ValueError("--submitters: at least 1, and 1 with --submitter thread")
 
 
 @dataclass
@@ -271,6 +277,14 @@ class RequestSigner:
         return request.signed(rsv[:64] + bytes([rsv[64] + 27]))
 
 
+def shard_account(index: int, count: int):
+    """A new account whose address is `index` modulo `count`: the lane of the index-th submitter."""
+    while True:
+        account = Account.create()
+        if int(account.address, 16) % count == index:
+            return account
+
+
 def database_url() -> str:
     """This process's database as a DATABASE_URL, for the submitter process."""
     s = connection.settings_dict
@@ -345,11 +359,14 @@ class CpuMeter:
     """CPU time of the processes in the pipeline over a window, as % of one core: each of `pids`
     with its descendants, PostgreSQL's, and this process's own (the producer, not its children)."""
 
-    def __init__(self, pids: dict[str, int | None]):
+    def __init__(self, pids: dict[str, list[int]]):
         self.pids = pids
 
     def read(self) -> dict[str, float | None]:
-        out = {name: (_tree_cpu_s(pid) if pid else None) for name, pid in self.pids.items()}
+        out = {}
+        for name, pids in self.pids.items():
+            times = [_tree_cpu_s(pid) for pid in pids]
+            out[name] = None if not times or None in times else sum(times)
         out["bench"] = _cpu_s(os.getpid())
         out["postgres"] = _postgres_cpu_s() if connection.vendor == "postgresql" else None
         out["machine"] = _machine_busy_s()
@@ -383,11 +400,11 @@ PROFILE_KINDS = (  # (kind, substrings of a cProfile entry's file or name), firs
 )
 
 
-def profile_summary(path: Path) -> tuple[dict[str, float], dict[str, float], list[str], float]:
-    """A cProfile file of the submitter: (share of its time by kind, cumulative seconds of its
-    phases, the top cumulative entries, total seconds). Kinds partition the own time (tottime) of
-    every function by its file or, for a builtin, its name."""
-    stats = pstats.Stats(str(path))
+def profile_summary(paths: list[Path]) -> tuple[dict[str, float], dict[str, float], list[str], float]:
+    """cProfile files of the submitters, added up: (share of their time by kind, cumulative seconds
+    of their phases, the top cumulative entries, total seconds). Kinds partition the own time
+    (tottime) of every function by its file or, for a builtin, its name."""
+    stats = pstats.Stats(*[str(p) for p in paths])
     by_kind: Counter = Counter()
     phases: dict[str, float] = {}
     total = 0.0
@@ -420,7 +437,7 @@ class SubmitterProcess:
     writing `profile`, when it is given)."""
 
     def __init__(self, node_url: str, deployment_file: Path, batch: int, relayer_key: str, log_file: Path,
-                 profile: Path | None = None):
+                 profile: Path | None = None, shard: tuple[int, int] = (0, 1)):
         env = {**os.environ, "DATABASE_URL": database_url(), "LLMCHAIN_RPC_URL": node_url,
                "LLMCHAIN_DEPLOYMENT": str(deployment_file), "LLMCHAIN_TX_BATCH": str(batch),
                "LLMCHAIN_RELAYER_KEY": relayer_key,
@@ -430,12 +447,13 @@ class SubmitterProcess:
         self.log_file = log_file
         self.profile = profile
         self._log = open(log_file, "ab")
-        command = [*manage_py(), "chain", "submit"]
+        command = [*manage_py(), "chain", "submit", "--shard", f"{shard[0]}/{shard[1]}"]
         if profile:
             command = [sys.executable, "-m", "cProfile", "-o", str(profile), *command[1:]]
         self.proc = subprocess.Popen(command, cwd=settings.BASE_DIR, env=env, stdout=self._log,
                                      stderr=subprocess.STDOUT)
         self.pid = self.proc.pid
+        self.pids = [self.proc.pid]
         self.label = f"process (pid {self.proc.pid})"
 
     def check(self) -> None:
@@ -454,6 +472,36 @@ class SubmitterProcess:
         self._log.close()
 
 
+class SubmitterPool:
+    """`count` submitter processes side by side, the i-th taking the lanes whose address is i modulo
+    `count` (`chain submit --shard i/count`): the bench's relayers are one per shard."""
+
+    def __init__(self, count: int, node_url: str, deployment_file: Path, batch: int, relayer_key: str,
+                 work_dir: Path, profile: Path | None = None):
+        self.procs = [SubmitterProcess(node_url, deployment_file, batch, relayer_key,
+                                       work_dir / f"submitter-{i}.log" if count > 1 else work_dir / "submitter.log",
+                                       profile_path(profile, i, count), shard=(i, count)) for i in range(count)]
+        self.pids = [p.pid for p in self.procs]
+        self.pid = self.pids[0]
+        self.label = (self.procs[0].label if count == 1 else
+                      f"{count} processes side by side, one per relayer (pids {', '.join(map(str, self.pids))})")
+
+    def check(self) -> None:
+        for proc in self.procs:
+            proc.check()
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.stop()
+
+
+def profile_path(profile: Path | None, index: int, count: int) -> Path | None:
+    """The i-th of `count` submitters' profile file: `profile` itself when it is the only one."""
+    if profile is None or count == 1:
+        return profile
+    return profile.with_name(f"{profile.stem}-{index}{profile.suffix}")
+
+
 class SubmitterThread:
     """The same loop as `Submitter.run_forever`, in a thread of this process (shares the GIL)."""
 
@@ -464,6 +512,7 @@ class SubmitterThread:
         self.thread = threading.Thread(target=self._run, name="bench-submitter", daemon=True)
         self.thread.start()
         self.pid = None  # its CPU time is this process's
+        self.pids: list[int] = []
         self.label = "thread"
 
     def _run(self) -> None:
@@ -496,7 +545,7 @@ class ChainBench:
         self.out = out
         self.addresses: set[str] = set()
         self.node: AnvilNode | None = None
-        self.submitter: SubmitterProcess | SubmitterThread | None = None
+        self.submitter: SubmitterPool | SubmitterThread | None = None
         self.results: list[StepResult] = []
         self.skipped: dict[str, list[int]] = {}
         self.ceiling: Ceiling | None = None
@@ -549,13 +598,14 @@ class ChainBench:
         # this process's outbox code (relayer_address, check_request) sees the same relayer and the
         # bench's deployment. DEBUG off as in production (and as the submitter process runs): no
         # query log, which with DEBUG on costs a quoting round trip per query of the producer.
-        relayer = Account.create()
-        self.relayer_key = "0x" + bytes(relayer.key).hex()
+        # One relayer per submitter, each on its shard (its address modulo their number).
+        relayers = [shard_account(i, cfg.submitters) for i in range(cfg.submitters)]
+        self.relayer_key = ",".join("0x" + bytes(r.key).hex() for r in relayers)
         with override_settings(DEBUG=False, LLMCHAIN_RELAYER_KEY=self.relayer_key,
                                LLMCHAIN_DEPLOYMENT=str(self.work_dir / "deployment.json")):
-            store_key(relayer.key, "bench-relayer")
-            self.addresses.add(relayer.address)
-            self.relayer = relayer_address()
+            for i, relayer in enumerate(relayers):
+                store_key(relayer.key, f"bench-relayer{i}")
+                self.addresses.add(relayer.address)
             return self._run()
 
     def _run_each_on_its_node(self) -> dict:
@@ -655,8 +705,8 @@ class ChainBench:
     def _start_submitter(self, profile: Path | None = None) -> None:
         cfg = self.cfg
         if cfg.submitter == "process":
-            self.submitter = SubmitterProcess(self.node.url, self.deployment_file, cfg.batch, self.relayer_key,
-                                              self.work_dir / "submitter.log", profile)
+            self.submitter = SubmitterPool(cfg.submitters, self.node.url, self.deployment_file, cfg.batch,
+                                           self.relayer_key, self.work_dir, profile)
         elif cfg.submitter == "thread":
             self.submitter = SubmitterThread(Ledger(ChainClient(self.node.url), self.deployment), cfg.batch)
         else:
@@ -751,7 +801,7 @@ class ChainBench:
         self.out(f"setup: {count} humEval requests signed by {len({s.user for s in taken})} raters in "
                  f"{time.monotonic() - t0:.1f} s ({min(SAMPLE_CHECKED, count)} checked by outbox.check_request; "
                  "not timed)")
-        return [relayed_row("humEval", s.user, clean, request, self.relayer, depends_on_id=s.auto_pk)
+        return [relayed_row("humEval", s.user, clean, request, relayer_address(s.user), depends_on_id=s.auto_pk)
                 for s, (clean, request) in zip(taken, signed)]
 
     def _units_for(self, function: str, count: int) -> list[tuple[OutboxItem, ...]]:
@@ -768,7 +818,7 @@ class ChainBench:
         if function == "updateReputation":
             self._ensure_rated(count)
             taken = [self.rated.popleft() for _ in range(count)]
-            return [(outbox_row("updateReputation", self.relayer, {"interactionId": iid}, depends_on_id=pk),)
+            return [(outbox_row("updateReputation", relayer_address(iid), {"interactionId": iid}, depends_on_id=pk),)
                     for pk, iid in taken]
         # complete: fresh interactions; their ratings signed beforehand (a request needs only the
         # interaction's id); the dependencies are set as each level is inserted.
@@ -777,8 +827,10 @@ class ChainBench:
         signed = self._signed_requests([(a.payload["interactionId"], a.payload["user"]) for a in autos])
         self.out(f"setup: {count} humEval requests signed in {time.monotonic() - t0:.1f} s for the complete "
                  "evaluations (not timed)")
-        return [(auto, relayed_row("humEval", auto.payload["user"], clean, request, self.relayer),
-                 outbox_row("updateReputation", self.relayer, {"interactionId": auto.payload["interactionId"]}))
+        return [(auto, relayed_row("humEval", auto.payload["user"], clean, request,
+                                   relayer_address(auto.payload["user"])),
+                 outbox_row("updateReputation", relayer_address(auto.payload["user"]),
+                            {"interactionId": auto.payload["interactionId"]}))
                 for auto, (clean, request) in zip(autos, signed)]
 
     @staticmethod
@@ -855,7 +907,7 @@ class ChainBench:
         if cfg.profile_dir:
             profile = Path(cfg.profile_dir) / f"submitter-{function}-{rate}.prof"
             self._restart_submitter(profile)
-        meter = CpuMeter({"submitter": self.submitter.pid, "anvil": self.node.proc.pid})
+        meter = CpuMeter({"submitter": self.submitter.pids, "anvil": [self.node.proc.pid]})
         cpu0 = meter.read()
         sent = 0
         t0 = time.monotonic()
@@ -1083,9 +1135,11 @@ class ChainBench:
                  f"fullest block {100 * r.max_block_gas:.0f}% of the gas limit; {r.passes} submitter passes, "
                  f"up to {r.max_items_per_pass} calls in one (LLMCHAIN_SUBMIT_MAX_ITEMS {settings.LLMCHAIN_SUBMIT_MAX_ITEMS})")
         profile = self.profiles.get((r.function, r.rate))
-        if profile and profile.exists():
-            shares, phases, top, total = profile_summary(profile)
-            self.out(f"  submitter profile ({profile.name}, {total:.1f} s): "
+        files = [f for i in range(self.cfg.submitters) if (f := profile_path(profile, i, self.cfg.submitters))
+                 and f.exists()] if profile else []
+        if files:
+            shares, phases, top, total = profile_summary(files)
+            self.out(f"  submitter profile ({', '.join(f.name for f in files)}, {total:.1f} s): "
                      + ", ".join(f"{k} {v:.0f}%" for k, v in shares.items() if v >= 1))
             self.out("  submitter phases (cumulative s): "
                      + ", ".join(f"{k} {v:.1f}" for k, v in sorted(phases.items(), key=lambda kv: -kv[1])))

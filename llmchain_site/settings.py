@@ -249,7 +249,9 @@ LLMCHAIN_ADMIN_KEY = os.environ.get("LLMCHAIN_ADMIN_KEY", ANVIL_DEV_KEY)
 # Key that signs oracle transactions (autoEval); the admin's by default on a laptop.
 LLMCHAIN_ORACLE_KEY = os.environ.get("LLMCHAIN_ORACLE_KEY", LLMCHAIN_ADMIN_KEY)
 # The relayer: pays the gas of the ratings its raters signed (ERC-2771 requests, relayed in batches
-# through the forwarder) and sends the batched updateReputation calls. "": the oracle's key.
+# through the forwarder) and sends the batched updateReputation calls. "": the oracle's key. Several keys,
+# comma-separated: a rater's requests always go through the same one (keys.relayer_address), and
+# submitters run with `chain submit --shard I/N` relay through different ones at once.
 LLMCHAIN_RELAYER_KEY = os.environ.get("LLMCHAIN_RELAYER_KEY", "")
 # Ratings relayed as signed requests ("auto": whenever the deployment has a forwarder; "0": every
 # rating is a direct humEval from its rater's address, as before the forwarder).

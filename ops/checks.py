@@ -47,11 +47,13 @@ def unsafe_settings() -> list[tuple[str, str]]:
             problems.append(("LLMCHAIN_ORACLE_KEY", "is one of anvil's published development keys"))
         elif oracle == admin:
             problems.append(("LLMCHAIN_ORACLE_KEY", "is the admin's key: the oracle signs with a key of its own"))
-        relayer = _key(settings.LLMCHAIN_RELAYER_KEY)  # "": the oracle's, checked above
-        if relayer and relayer in published:
-            problems.append(("LLMCHAIN_RELAYER_KEY", "is one of anvil's published development keys"))
-        elif relayer and relayer == admin:
-            problems.append(("LLMCHAIN_RELAYER_KEY", "is the admin's key: the relayer pays gas with a key of its own"))
+        # "": the oracle's, checked above; several keys: each of them
+        for relayer in {_key(k) for k in (settings.LLMCHAIN_RELAYER_KEY or "").split(",") if k.strip()}:
+            if relayer in published:
+                problems.append(("LLMCHAIN_RELAYER_KEY", "is one of anvil's published development keys"))
+            elif relayer == admin:
+                problems.append(("LLMCHAIN_RELAYER_KEY",
+                                 "is the admin's key: the relayer pays gas with a key of its own"))
     return problems
 
 

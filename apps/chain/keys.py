@@ -43,7 +43,7 @@ def new_key(label: str = "") -> SigningKey:
 
 def operator_accounts() -> dict[str, LocalAccount]:
     accounts = [Account.from_key(k) for k in (settings.LLMCHAIN_ADMIN_KEY, settings.LLMCHAIN_ORACLE_KEY,
-                                              relayer_key())]
+                                              *relayer_keys())]
     return {a.address: a for a in accounts}
 
 
@@ -74,13 +74,33 @@ def oracle_address() -> str:
     return Account.from_key(settings.LLMCHAIN_ORACLE_KEY).address
 
 
+def relayer_keys() -> list[str]:
+    """The relayers' keys: LLMCHAIN_RELAYER_KEY (one, or several separated by commas), or the
+    oracle's when it is not set."""
+    keys = [k.strip() for k in (settings.LLMCHAIN_RELAYER_KEY or "").split(",") if k.strip()]
+    return keys or [settings.LLMCHAIN_ORACLE_KEY]
+
+
 def relayer_key() -> str:
-    """The relayer's key: LLMCHAIN_RELAYER_KEY, or the oracle's when it is not set."""
-    return settings.LLMCHAIN_RELAYER_KEY or settings.LLMCHAIN_ORACLE_KEY
+    """The first relayer's key."""
+    return relayer_keys()[0]
 
 
-def relayer_address() -> str:
-    return Account.from_key(relayer_key()).address
+@lru_cache(maxsize=64)
+def _addresses(keys: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(Account.from_key(k).address for k in keys)
+
+
+def relayer_address(signer: str | None = None) -> str:
+    """The relayer of `signer`'s requests (and of the updateReputation that follows each): with
+    several relayers, always the same one for one signer, chosen by its address, so that a signer's
+    requests reach the forwarder in nonce order through one sender lane; the first relayer's
+    without a signer. Each relayer is a lane of its own: submitters run with `--shard` take
+    different lanes side by side."""
+    addresses = _addresses(tuple(relayer_keys()))
+    if signer is None or len(addresses) == 1:
+        return addresses[0]
+    return addresses[int(signer, 16) % len(addresses)]
 
 
 def rekey_signing_keys() -> int:

@@ -190,7 +190,7 @@ def enqueue(function: str, sender: str, payload: dict, *, depends_on: OutboxItem
     fields = {"sender_address": sender}
     if request is not None:
         check_request(function, sender, clean, request)
-        fields = {"sender_address": relayer_address(), "signer": sender, "request": to_json(request),
+        fields = {"sender_address": relayer_address(sender), "signer": sender, "request": to_json(request),
                   "relay_nonce": request.nonce}
     try:
         with transaction.atomic():

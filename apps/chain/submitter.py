@@ -73,7 +73,7 @@ def _link(txs: list[ChainTransaction], groups: list[list[OutboxItem]]) -> None:
 class Submitter:
     def __init__(self, ledger: Ledger, *, owner: str | None = None, batch_size: int | None = None,
                  max_items: int | None = None, lease_s: float | None = None, resend_after_s: float | None = None,
-                 max_attempts: int | None = None):
+                 max_attempts: int | None = None, shard: tuple[int, int] = (0, 1)):
         self.ledger = ledger
         self.client = ledger.client
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
@@ -85,6 +85,10 @@ class Submitter:
         self.max_attempts = max_attempts or settings.LLMCHAIN_TX_MAX_ATTEMPTS
         self.stats: Counter = Counter()
         self._next_sweep = 0.0
+        index, count = shard
+        if not 0 <= index < count:
+            raise ValueError(f"shard {index}/{count}: the index runs from 0 to {count - 1}")
+        self.shard = (index, count)
 
     # -- the loop --------------------------------------------------------------------------------
     def run_once(self) -> Counter:
@@ -114,6 +118,7 @@ class Submitter:
         addresses |= set(ChainTransaction.objects.filter(status__in=LIVE)
                          .values_list("sender__address", flat=True).distinct())
         addresses |= self._lanes_behind_the_node()
+        addresses = {a for a in addresses if self.mine(a)}
         now = timezone.now()
         # work.take, not work.claim: a lane is leased to its owner, which renews the lease on every
         # pass (so one process assigns a lane's nonces for as long as it lives), not a job to finish.
@@ -126,6 +131,13 @@ class Submitter:
                 lane.refresh_from_db()
                 held.append(lane)
         return held
+
+    def mine(self, address: str) -> bool:
+        """Whether a lane is this submitter's to take: with `shard` (i, n), the lanes whose address is
+        i modulo n, so that n submitters side by side work on different lanes (each still under a
+        lease: two submitters given the same shard take turns, as before)."""
+        index, count = self.shard
+        return count == 1 or int(address, 16) % count == index
 
     def _lanes_behind_the_node(self) -> set[str]:
         """Every LLMCHAIN_RESEND_AFTER_S, the lanes whose next nonce is above the node's count of their

@@ -197,12 +197,12 @@ def queue_rating(rating: Rating) -> bool:
             Rating.objects.filter(pk=rating.pk).update(status=Rating.Status.FAILED, error=f"{exc}: {SIGN_AGAIN}")
             rating.status, rating.error = Rating.Status.FAILED, f"{exc}: {SIGN_AGAIN}"
             return False
-        sender = relayer_address()
+        sender = relayer_address(address)
     elif relay.enabled():
         # Signed with the key the site holds for the user (off-chain, no gas), relayed in a batch;
         # updateReputation, open to anyone, is the relayer's, batched too.
         hum = outbox.enqueue_signed("humEval", address, payload, depends_on=auto)
-        sender = relayer_address()
+        sender = relayer_address(address)
     else:
         hum = outbox.enqueue("humEval", address, payload, depends_on=auto)
         sender = address

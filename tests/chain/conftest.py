@@ -92,7 +92,7 @@ class World:
             hum = outbox.enqueue_signed("humEval", user, rating, depends_on=auto)
         else:
             hum = outbox.enqueue("humEval", user, rating, depends_on=auto)
-        upd = outbox.enqueue("updateReputation", relayer_address() if relayed else self.oracle,
+        upd = outbox.enqueue("updateReputation", relayer_address(user) if relayed else self.oracle,
                              {"interactionId": iid}, depends_on=hum)
         self.calls += [auto, hum, upd]
         return iid

@@ -15,8 +15,9 @@ from eth_account import Account
 
 from apps.chain import indexer, metatx, outbox, relay
 from apps.chain.audit import run_audit
-from apps.chain.keys import relayer_address
-from apps.chain.models import ChainTransaction, OutboxItem
+from apps.chain.keys import new_key, relayer_address
+from apps.chain.models import ChainTransaction, OutboxItem, Sender
+from apps.chain.node import DEV_KEYS
 from apps.chain.submitter import RELAY, Submitter
 from lib.ids import b32
 
@@ -290,3 +291,56 @@ def test_an_arena_vote_is_opened_by_the_oracle_signed_by_its_user_relayed_and_in
         row = ArenaBattle.objects.get(battle_id=battle)
         assert (row.user, row.model_a, row.model_b, row.outcome, row.counted, row.voided) == (
             user, world.model, other, outcome, not voided, voided)
+
+
+def test_two_relayers_and_two_submitters_side_by_side_each_carry_their_own_raters(world, settings):
+    """LLMCHAIN_RELAYER_KEY with two keys: a rater's requests (and the updateReputation after each)
+    always go through the same relayer, chosen by the rater's address, and two submitters with
+    `--shard 0/2` and `1/2` each take one relayer's lane: all land once, in each rater's nonce order."""
+    first = Account.from_key(DEV_KEYS[2])
+    parity = int(first.address, 16) % 2
+    second = next(a for a in iter(Account.create, None) if int(a.address, 16) % 2 != parity)
+    settings.LLMCHAIN_RELAYER_KEY = f"{DEV_KEYS[2]}, 0x{bytes(second.key).hex()}"
+    # Raters on both relayers: the fixture's three, and one whose address picks the other relayer.
+    other = next(k for k in iter(lambda: new_key("rater"), None)
+                 if int(k.address, 16) % 2 != int(world.users[0], 16) % 2).address
+    outbox.enqueue("register", world.admin, {"account": other, "role": "user"})
+    drain(Submitter(world.ledger))
+    raters = [*world.users, other]
+    assert {relayer_address(r) for r in raters} == {first.address, second.address}
+    assert relayer_address() == first.address, "without a signer: the first relayer"
+    rater_of = {}
+    for i in range(16):
+        rater_of[world.evaluation(raters[i % 4], relayed=True)] = raters[i % 4]
+    iids = list(rater_of)
+    for item in OutboxItem.objects.filter(function__in=["humEval", "updateReputation"]):
+        assert item.sender_address == relayer_address(rater_of[item.payload["interactionId"]]), item
+
+    submitters = [Submitter(world.ledger, shard=(i, 2), owner=f"shard-{i}") for i in range(2)]
+    deadline = time.monotonic() + 120
+    try:
+        while OutboxItem.objects.exclude(status="confirmed").exists():
+            assert time.monotonic() < deadline, list(OutboxItem.objects.exclude(status="confirmed")
+                                                     .values_list("key", "status", "last_error"))
+            for s in submitters:
+                s.run_once()
+            # A relayer's lane is only ever held by the submitter of its shard.
+            for address, owner in Sender.objects.filter(address__in=[first.address, second.address]).values_list(
+                    "address", "lease_owner"):
+                assert owner in ("", f"shard-{int(address, 16) % 2}"), (address, owner)
+            time.sleep(0.2)
+    finally:
+        for s in submitters:
+            s.release()
+    assert set(OutboxItem.objects.values_list("status", flat=True)) == {"confirmed"}
+    assert all(_hum(world, iid) for iid in iids)
+    for relayer in (first.address, second.address):
+        assert ChainTransaction.objects.filter(sender__address=relayer, function=RELAY).exists(), relayer
+        shard = int(relayer, 16) % 2
+        assert submitters[shard].mine(relayer) and not submitters[1 - shard].mine(relayer)
+        assert Sender.objects.get(address=relayer).lease_owner == "", "released"
+    for rater in raters:
+        assert world.ledger.view("forwarder", "nonces", rater)[0] == 4
+    indexer.index_until_head(world.ledger)
+    report = run_audit(world.ledger)
+    assert report.ok, report.summary()

@@ -140,6 +140,11 @@ def test_the_relayer_is_the_oracle_unless_set_and_never_a_published_or_the_admin
     assert named(deployed) == ["LLMCHAIN_RELAYER_KEY"] and "the admin's key" in unsafe_settings()[0][1]
     deployed.LLMCHAIN_RELAYER_KEY = "0x" + "33" * 32
     assert named(deployed) == [] and relayer_address() != oracle_address()
+    # Several relayers: each key is checked.
+    deployed.LLMCHAIN_RELAYER_KEY = "0x" + "33" * 32 + ", " + "0x" + "44" * 32
+    assert named(deployed) == []
+    deployed.LLMCHAIN_RELAYER_KEY = "0x" + "33" * 32 + "," + DEV_KEYS[3]
+    assert named(deployed) == ["LLMCHAIN_RELAYER_KEY"]
 
 
 def test_the_oracle_may_not_sign_with_the_admins_key(deployed):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -22,6 +23,17 @@ from apps.chain.submitter import Submitter
 from apps.chain.work import run_worker
 
 
+def shard(text: str) -> tuple[int, int]:
+    """`I/N`: the I-th of N submitters (I from 0)."""
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not I/N (e.g. 0/2)") from None
+    if not 0 <= index < count:
+        raise argparse.ArgumentTypeError(f"{text!r}: I runs from 0 to N-1")
+    return index, count
+
+
 class Command(BaseCommand):
     help = "Deploy, run and audit the LLMChain ledger."
 
@@ -36,10 +48,15 @@ class Command(BaseCommand):
         p = sub.add_parser("submit", help="sign and send queued transactions, confirm them from receipts")
         p.add_argument("--once", action="store_true")
         p.add_argument("--until-idle", action="store_true", help="stop when nothing is left to send or confirm")
+        p.add_argument("--shard", type=shard, default=(0, 1), metavar="I/N",
+                       help="take only the sender lanes whose address is I modulo N, so that N submitters work side "
+                            "by side (with several relayer keys, LLMCHAIN_RELAYER_KEY, their lanes spread over them)")
         p = sub.add_parser("index", help="fold contract events into the site's tables")
         p.add_argument("--rebuild", action="store_true", help="forget the indexed tables and rebuild from the chain")
         p.add_argument("--follow", action="store_true", help="keep following new blocks")
-        sub.add_parser("work", help="submitter and indexer in one loop (what `make run` starts)")
+        p = sub.add_parser("work", help="submitter and indexer in one loop (what `make run` starts)")
+        p.add_argument("--shard", type=shard, default=(0, 1), metavar="I/N",
+                       help="its submitter takes only the lanes whose address is I modulo N (see `chain submit`)")
         sub.add_parser("audit", help="recompute every score from the chain; exit 0 only if the database agrees")
         sub.add_parser("status", help="counts of the outbox and transactions by status")
 
@@ -74,8 +91,8 @@ class Command(BaseCommand):
         finally:
             node.stop()
 
-    def do_submit(self, once=False, until_idle=False, **_):
-        submitter = Submitter(default_ledger())
+    def do_submit(self, once=False, until_idle=False, shard=(0, 1), **_):
+        submitter = Submitter(default_ledger(), shard=shard)
         try:
             if once:
                 self.stdout.write(json.dumps(dict(submitter.run_once())))
@@ -100,9 +117,9 @@ class Command(BaseCommand):
             run_worker(index, idle_sleep=0.5, name="chain")
         self.stdout.write(json.dumps({"blocks": total}))
 
-    def do_work(self, **_):
+    def do_work(self, shard=(0, 1), **_):
         ledger = default_ledger()
-        submitter = Submitter(ledger)
+        submitter = Submitter(ledger, shard=shard)
         store = default_store()
         self.stdout.write("ledger worker: submitting, indexing and pinning evidence (Ctrl-C stops it)")
 
