@@ -86,7 +86,7 @@ from typing import NamedTuple
 from coincurve import PrivateKey
 from django.conf import settings
 from django.db import connection, connections, transaction
-from django.db.models import Count, Max, Min
+from django.db.models import Count
 from django.test.utils import override_settings
 from django.utils import timezone
 from eth_account import Account
@@ -94,7 +94,7 @@ from eth_utils import keccak, to_canonical_address
 
 from apps.chain.client import ChainClient, ChainError, account_from_key, from_hex, to_hex
 from apps.chain.deploy import deploy, grant_role
-from apps.chain.keys import account_for, new_key, relayer_address, store_key
+from apps.chain.keys import account_for, address_slot, new_key, relayer_address, store_key
 from apps.chain.ledger import RELAYABLE, Deployment, Ledger
 from apps.chain.metatx import DOMAIN_NAME, DOMAIN_VERSION, EIP712_DOMAIN, FORWARD_REQUEST, ForwardRequest, to_json
 from apps.chain.models import ChainTransaction, OutboxItem, Sender, SigningKey
@@ -281,7 +281,7 @@ def shard_account(index: int, count: int):
     """A new account whose address is `index` modulo `count`: the lane of the index-th submitter."""
     while True:
         account = Account.create()
-        if int(account.address, 16) % count == index:
+        if address_slot(account.address, count) == index:
             return account
 
 
@@ -452,8 +452,6 @@ class SubmitterProcess:
             command = [sys.executable, "-m", "cProfile", "-o", str(profile), *command[1:]]
         self.proc = subprocess.Popen(command, cwd=settings.BASE_DIR, env=env, stdout=self._log,
                                      stderr=subprocess.STDOUT)
-        self.pid = self.proc.pid
-        self.pids = [self.proc.pid]
         self.label = f"process (pid {self.proc.pid})"
 
     def check(self) -> None:
@@ -481,8 +479,8 @@ class SubmitterPool:
         self.procs = [SubmitterProcess(node_url, deployment_file, batch, relayer_key,
                                        work_dir / f"submitter-{i}.log" if count > 1 else work_dir / "submitter.log",
                                        profile_path(profile, i, count), shard=(i, count)) for i in range(count)]
-        self.pids = [p.pid for p in self.procs]
-        self.pid = self.pids[0]
+        self.pids = [p.proc.pid for p in self.procs]
+        self.profiles = [p.profile for p in self.procs if p.profile]
         self.label = (self.procs[0].label if count == 1 else
                       f"{count} processes side by side, one per relayer (pids {', '.join(map(str, self.pids))})")
 
@@ -511,8 +509,7 @@ class SubmitterThread:
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="bench-submitter", daemon=True)
         self.thread.start()
-        self.pid = None  # its CPU time is this process's
-        self.pids: list[int] = []
+        self.pids: list[int] = []  # its CPU time is this process's
         self.label = "thread"
 
     def _run(self) -> None:
@@ -556,7 +553,7 @@ class ChainBench:
         self.user_keys: dict[str, bytes] = {}
         self.next_nonce: Counter = Counter()  # each rater's next forwarder nonce
         self.forwarder_nonces_ok: bool | None = None
-        self.profiles: dict[tuple[str, int], Path] = {}
+        self.profiles: dict[tuple[str, int], list[Path]] = {}  # the submitters' profile files of a step
         self.ceilings: dict[str, Ceiling] = {}  # by function: the ceiling of the node it ran on
         self.relayed_requests = 0
 
@@ -612,6 +609,7 @@ class ChainBench:
         """One sweep per function, each on a fresh node with fresh keys (its own ceiling, its own
         lanes); the figures gathered into one summary."""
         started = time.monotonic()
+        checked: list[bool] = []
         for function in self.cfg.functions:
             self.out(f"--- {function}: a fresh node, contracts and keys")
             part = ChainBench(replace(self.cfg, functions=[function], work_dir=(
@@ -623,8 +621,9 @@ class ChainBench:
             self.notes += part.notes
             self.ceilings[function] = part.ceiling
             self.relayed_requests += part.relayed_requests
-            if part.forwarder_nonces_ok is not None:
-                self.forwarder_nonces_ok = part.forwarder_nonces_ok and self.forwarder_nonces_ok is not False
+            if part.forwarder_nonces_ok is not None:  # a part that relayed: all of them must be right
+                checked.append(part.forwarder_nonces_ok)
+        self.forwarder_nonces_ok = all(checked) if checked else None
         summary = self.summary(time.monotonic() - started)
         self._print_footer(summary)
         return summary
@@ -926,8 +925,8 @@ class ChainBench:
         self._wait(pks, f"{function} at {rate}/s", cfg.drain_timeout)
         cpu = CpuMeter.share(cpu0, meter.read())
         if profile:
+            self.profiles[(function, rate)] = self.submitter.profiles
             self._restart_submitter()
-            self.profiles[(function, rate)] = profile
         result = self._result(function, rate, units, total / produced_s)
         result.cpu = cpu
         self._harvest(function, units)
@@ -1134,9 +1133,7 @@ class ChainBench:
         self.out(f"  bounded by {bound}: CPU over the step {', '.join(parts)} (% of one core){machine}; "
                  f"fullest block {100 * r.max_block_gas:.0f}% of the gas limit; {r.passes} submitter passes, "
                  f"up to {r.max_items_per_pass} calls in one (LLMCHAIN_SUBMIT_MAX_ITEMS {settings.LLMCHAIN_SUBMIT_MAX_ITEMS})")
-        profile = self.profiles.get((r.function, r.rate))
-        files = [f for i in range(self.cfg.submitters) if (f := profile_path(profile, i, self.cfg.submitters))
-                 and f.exists()] if profile else []
+        files = [f for f in self.profiles.get((r.function, r.rate), []) if f.exists()]
         if files:
             shares, phases, top, total = profile_summary(files)
             self.out(f"  submitter profile ({', '.join(f.name for f in files)}, {total:.1f} s): "

@@ -47,8 +47,10 @@ def unsafe_settings() -> list[tuple[str, str]]:
             problems.append(("LLMCHAIN_ORACLE_KEY", "is one of anvil's published development keys"))
         elif oracle == admin:
             problems.append(("LLMCHAIN_ORACLE_KEY", "is the admin's key: the oracle signs with a key of its own"))
-        # "": the oracle's, checked above; several keys: each of them
-        for relayer in {_key(k) for k in (settings.LLMCHAIN_RELAYER_KEY or "").split(",") if k.strip()}:
+        from apps.chain.keys import configured_relayer_keys
+
+        # none: the oracle's, checked above; several: each of them
+        for relayer in {_key(k) for k in configured_relayer_keys()}:
             if relayer in published:
                 problems.append(("LLMCHAIN_RELAYER_KEY", "is one of anvil's published development keys"))
             elif relayer == admin:

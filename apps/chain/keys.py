@@ -74,11 +74,20 @@ def oracle_address() -> str:
     return Account.from_key(settings.LLMCHAIN_ORACLE_KEY).address
 
 
+def configured_relayer_keys() -> list[str]:
+    """The keys LLMCHAIN_RELAYER_KEY names (one, or several separated by commas); none when unset."""
+    return [k.strip() for k in (settings.LLMCHAIN_RELAYER_KEY or "").split(",") if k.strip()]
+
+
 def relayer_keys() -> list[str]:
-    """The relayers' keys: LLMCHAIN_RELAYER_KEY (one, or several separated by commas), or the
-    oracle's when it is not set."""
-    keys = [k.strip() for k in (settings.LLMCHAIN_RELAYER_KEY or "").split(",") if k.strip()]
-    return keys or [settings.LLMCHAIN_ORACLE_KEY]
+    """The relayers' keys: those configured, or the oracle's when none is."""
+    return configured_relayer_keys() or [settings.LLMCHAIN_ORACLE_KEY]
+
+
+def address_slot(address: str, count: int) -> int:
+    """Which of `count` an address falls to (its number modulo `count`): a signer's relayer, a lane's
+    submitter shard."""
+    return int(address, 16) % count
 
 
 def relayer_key() -> str:
@@ -100,7 +109,7 @@ def relayer_address(signer: str | None = None) -> str:
     addresses = _addresses(tuple(relayer_keys()))
     if signer is None or len(addresses) == 1:
         return addresses[0]
-    return addresses[int(signer, 16) % len(addresses)]
+    return addresses[address_slot(signer, len(addresses))]
 
 
 def rekey_signing_keys() -> int:

@@ -6,7 +6,6 @@ Production talks to a Hyperledger Besu network over JSON-RPC; nothing here is us
 from __future__ import annotations
 
 import gzip
-import json
 import logging
 import os
 import re
@@ -16,9 +15,10 @@ import socket
 import subprocess
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .client import ChainClient, ChainError
 
 REPO = Path(__file__).resolve().parents[2]
 ANVIL_BIN = REPO / "node_modules" / ".bin" / "anvil"
@@ -42,15 +42,10 @@ class NodeError(RuntimeError):
     pass
 
 
-def rpc(url: str, method: str, params: list, timeout: float = 5):
-    """One JSON-RPC call to a local node; its result (NodeError for an error reply)."""
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
-    req = urllib.request.Request(url, body, {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        reply = json.loads(resp.read())
-    if "error" in reply:
-        raise NodeError(f"{method}: {reply['error']}")
-    return reply["result"]
+def local_client(url: str, timeout: float = 5) -> ChainClient:
+    """The project's JSON-RPC client for a local node, without retries: a node that does not answer
+    is down (or being killed) and says so at once."""
+    return ChainClient(url, timeout=timeout, retries=0)
 
 
 BEST_BLOCK = re.compile(rb'"best_block_number"\s*:\s*"?(0x[0-9a-fA-F]+|[0-9]+)')
@@ -82,6 +77,7 @@ class StateKeeper(threading.Thread):
     def __init__(self, url: str, path: Path, interval: float, attempts: int = 5):
         super().__init__(daemon=True, name=f"anvil-state {path}")
         self.url, self.path, self.interval, self.attempts = url, Path(path), interval, attempts
+        self.client = local_client(url, timeout=60)  # a whole chain's dump
         self.stopping = threading.Event()
         self.kept = 0
         self.discarded = 0  # dumps a block was added during: taken again
@@ -90,15 +86,15 @@ class StateKeeper(threading.Thread):
         while not self.stopping.wait(self.interval):
             try:
                 self.snapshot()
-            except (OSError, ValueError, NodeError) as exc:  # the node is down or restarting: next time
+            except (OSError, ValueError, ChainError) as exc:  # the node is down or restarting: next time
                 if not self.stopping.is_set():
                     log.debug("no state snapshot of %s: %s", self.url, exc)
 
     def snapshot(self) -> bool:
         """Take a consistent dump and write it; False if every attempt saw a block added meanwhile."""
         for _ in range(self.attempts):
-            state = gzip.decompress(bytes.fromhex(rpc(self.url, "anvil_dumpState", [], timeout=60)[2:]))
-            head = int(rpc(self.url, "eth_blockNumber", []), 16)
+            state = gzip.decompress(bytes.fromhex(self.client.request("anvil_dumpState")[2:]))
+            head = int(self.client.request("eth_blockNumber"), 16)
             if dump_best_block(state) == head:
                 if self.stopping.is_set():
                     return False  # the node was stopped or killed meanwhile: its file is its own now
@@ -247,9 +243,9 @@ class AnvilNode(LocalProcess):
 
     def is_up(self) -> bool:
         try:
-            rpc(self.url, "eth_chainId", [], timeout=1)
+            local_client(self.url, timeout=1).request("eth_chainId")
             return True
-        except (OSError, ValueError, NodeError):
+        except ChainError:
             return False
 
     def stop(self, timeout: float = 20) -> None:
@@ -257,11 +253,12 @@ class AnvilNode(LocalProcess):
         inconsistent, as StateKeeper says), then SIGTERM (anvil writes its state file); kill if needed."""
         self._stop_keeper()
         if self.state_file and self.proc and self.proc.poll() is None:
+            client = local_client(self.url)
             try:
-                rpc(self.url, "evm_setIntervalMining", [0])
-                rpc(self.url, "evm_setAutomine", [False])
+                client.request("evm_setIntervalMining", [0])
+                client.request("evm_setAutomine", [False])
                 time.sleep(0.2)  # a block being mined when mining stopped is done by then
-            except (OSError, ValueError, NodeError):
+            except ChainError:
                 pass  # not answering: SIGTERM anyway
         self._terminate(timeout)
 

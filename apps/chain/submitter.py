@@ -35,7 +35,7 @@ from django.utils import timezone
 from lib.errors import is_permanent
 
 from .client import ChainError, RpcError, SignedTx, from_hex, to_hex
-from .keys import KeyError_, account_for
+from .keys import KeyError_, account_for, address_slot
 from .ledger import CALLS, RELAYABLE, Ledger
 from .metatx import ForwardRequest, from_json, recover_signer, sign_request, to_json
 from .models import ChainTransaction, OutboxItem, Sender, SigningKey
@@ -51,6 +51,22 @@ LIVE = [TX.SIGNED, TX.SENT, TX.MINED]  # sent or to send, not final yet
 # and a relayer's executeBatch of 64 ratings is ~43 kB (86 kB as hex): broadcasts go in JSON-RPC
 # batches of at most this many bytes of signed transactions (found by `bench chain`, issue 21).
 SEND_BATCH_BYTES = 512 * 1024
+
+
+def check_shard(index: int, count: int) -> tuple[int, int]:
+    """(index, count) of a submitter among `count` side by side; ValueError unless 0 <= index < count."""
+    if not 0 <= index < count:
+        raise ValueError(f"shard {index}/{count}: I runs from 0 to N-1")
+    return index, count
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """`I/N`: the I-th of N submitters (I from 0)."""
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise ValueError(f"{text!r} is not I/N (e.g. 0/2)") from None
+    return check_shard(index, count)
 
 
 def _link(txs: list[ChainTransaction], groups: list[list[OutboxItem]]) -> None:
@@ -85,10 +101,7 @@ class Submitter:
         self.max_attempts = max_attempts or settings.LLMCHAIN_TX_MAX_ATTEMPTS
         self.stats: Counter = Counter()
         self._next_sweep = 0.0
-        index, count = shard
-        if not 0 <= index < count:
-            raise ValueError(f"shard {index}/{count}: the index runs from 0 to {count - 1}")
-        self.shard = (index, count)
+        self.shard = check_shard(*shard)
 
     # -- the loop --------------------------------------------------------------------------------
     def run_once(self) -> Counter:
@@ -137,7 +150,7 @@ class Submitter:
         i modulo n, so that n submitters side by side work on different lanes (each still under a
         lease: two submitters given the same shard take turns, as before)."""
         index, count = self.shard
-        return count == 1 or int(address, 16) % count == index
+        return count == 1 or address_slot(address, count) == index
 
     def _lanes_behind_the_node(self) -> set[str]:
         """Every LLMCHAIN_RESEND_AFTER_S, the lanes whose next nonce is above the node's count of their
@@ -145,7 +158,8 @@ class Submitter:
         if time.monotonic() < self._next_sweep:
             return set()
         self._next_sweep = time.monotonic() + self.resend_after.total_seconds()
-        lanes = list(Sender.objects.filter(next_nonce__isnull=False).values_list("address", "next_nonce"))
+        lanes = [(a, n) for a, n in Sender.objects.filter(next_nonce__isnull=False)
+                 .values_list("address", "next_nonce") if self.mine(a)]
         counts = self.client.batch([("eth_getTransactionCount", [a, "latest"]) for a, _ in lanes]) if lanes else []
         return {a for (a, n), c in zip(lanes, counts) if not isinstance(c, RpcError) and int(c, 16) < n}
 

@@ -19,19 +19,16 @@ from apps.chain.evidence import default_store
 from apps.chain.keys import oracle_address
 from apps.chain.ledger import default_client, default_ledger
 from apps.chain.node import AnvilNode, NodeError
-from apps.chain.submitter import Submitter
+from apps.chain.submitter import Submitter, parse_shard
 from apps.chain.work import run_worker
 
 
 def shard(text: str) -> tuple[int, int]:
-    """`I/N`: the I-th of N submitters (I from 0)."""
+    """--shard I/N, said in argparse's words when it is wrong."""
     try:
-        index, count = (int(part) for part in text.split("/"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not I/N (e.g. 0/2)") from None
-    if not 0 <= index < count:
-        raise argparse.ArgumentTypeError(f"{text!r}: I runs from 0 to N-1")
-    return index, count
+        return parse_shard(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 class Command(BaseCommand):
