@@ -93,8 +93,9 @@ from eth_account import Account
 from eth_utils import keccak, to_canonical_address
 
 from apps.chain.client import ChainClient, ChainError, account_from_key, from_hex, to_hex
-from apps.chain.deploy import deploy, grant_role
-from apps.chain.keys import account_for, address_slot, new_key, relayer_address, store_key
+from apps.chain.deploy import deploy, grant_oracle_roles
+from apps.chain.keys import (account_for, address_slot, new_key, oracle_address, oracle_addresses, relayer_address,
+                             store_key)
 from apps.chain.ledger import RELAYABLE, Deployment, Ledger
 from apps.chain.metatx import DOMAIN_NAME, DOMAIN_VERSION, EIP712_DOMAIN, FORWARD_REQUEST, ForwardRequest, to_json
 from apps.chain.models import ChainTransaction, OutboxItem, Sender, SigningKey
@@ -155,8 +156,9 @@ class ChainBenchConfig:
     stop_when_saturated: bool = True
     ceiling_duration: float = 8.0
     submitter: str = "process"  # "process" (`manage.py chain submit`) or "thread"
-    # Submitter processes side by side (`chain submit --shard i/n`), with one relayer key each: the
-    # relayed ratings and updateReputation calls spread over their lanes by rater.
+    # Submitter processes side by side (`chain submit --shard i/n`), with one oracle key and one relayer
+    # key each: the autoEval calls spread over the oracle's lanes by interaction, the relayed ratings and
+    # updateReputation calls over the relayers' by rater.
     submitters: int = 2
     keep_rows: bool = False
     # Each function on a node of its own, fresh as the one the ceiling is measured on: anvil computes its
@@ -436,11 +438,11 @@ class SubmitterProcess:
     """`python manage.py chain submit` on the bench node and this database (under cProfile,
     writing `profile`, when it is given)."""
 
-    def __init__(self, node_url: str, deployment_file: Path, batch: int, relayer_key: str, log_file: Path,
+    def __init__(self, node_url: str, deployment_file: Path, batch: int, keys: dict[str, str], log_file: Path,
                  profile: Path | None = None, shard: tuple[int, int] = (0, 1)):
         env = {**os.environ, "DATABASE_URL": database_url(), "LLMCHAIN_RPC_URL": node_url,
                "LLMCHAIN_DEPLOYMENT": str(deployment_file), "LLMCHAIN_TX_BATCH": str(batch),
-               "LLMCHAIN_RELAYER_KEY": relayer_key,
+               **keys,  # the oracle's and the relayers'
                "LLMCHAIN_GAS_PRICE": "auto", "LLMCHAIN_POA": "0",
                # as in production: with DEBUG on, Django logs and quotes every query's parameters
                **debug_off_env()}
@@ -472,17 +474,17 @@ class SubmitterProcess:
 
 class SubmitterPool:
     """`count` submitter processes side by side, the i-th taking the lanes whose address is i modulo
-    `count` (`chain submit --shard i/count`): the bench's relayers are one per shard."""
+    `count` (`chain submit --shard i/count`): the bench's oracle keys and relayers are one per shard."""
 
-    def __init__(self, count: int, node_url: str, deployment_file: Path, batch: int, relayer_key: str,
+    def __init__(self, count: int, node_url: str, deployment_file: Path, batch: int, keys: dict[str, str],
                  work_dir: Path, profile: Path | None = None):
-        self.procs = [SubmitterProcess(node_url, deployment_file, batch, relayer_key,
+        self.procs = [SubmitterProcess(node_url, deployment_file, batch, keys,
                                        work_dir / f"submitter-{i}.log" if count > 1 else work_dir / "submitter.log",
                                        profile_path(profile, i, count), shard=(i, count)) for i in range(count)]
         self.pids = [p.proc.pid for p in self.procs]
         self.profiles = [p.profile for p in self.procs if p.profile]
         self.label = (self.procs[0].label if count == 1 else
-                      f"{count} processes side by side, one per relayer (pids {', '.join(map(str, self.pids))})")
+                      f"{count} processes side by side, one per oracle key and relayer (pids {', '.join(map(str, self.pids))})")
 
     def check(self) -> None:
         for proc in self.procs:
@@ -591,18 +593,21 @@ class ChainBench:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         if cfg.profile_dir:
             Path(cfg.profile_dir).mkdir(parents=True, exist_ok=True)
-        # The relayer is a bench key too: the submitter process gets it as LLMCHAIN_RELAYER_KEY, and
-        # this process's outbox code (relayer_address, check_request) sees the same relayer and the
-        # bench's deployment. DEBUG off as in production (and as the submitter process runs): no
-        # query log, which with DEBUG on costs a quoting round trip per query of the producer.
-        # One relayer per submitter, each on its shard (its address modulo their number).
+        # The oracle and the relayers are bench keys too: the submitter processes get them as
+        # LLMCHAIN_ORACLE_KEY and LLMCHAIN_RELAYER_KEY, and this process's code (oracle_address,
+        # relayer_address, check_request) sees the same keys and the bench's deployment. DEBUG off as in
+        # production (and as the submitter process runs): no query log, which with DEBUG on costs a
+        # quoting round trip per query of the producer. One oracle key and one relayer per submitter,
+        # each on its shard (its address modulo their number), as a deployment would choose them.
+        oracles = [shard_account(i, cfg.submitters) for i in range(cfg.submitters)]
         relayers = [shard_account(i, cfg.submitters) for i in range(cfg.submitters)]
-        self.relayer_key = ",".join("0x" + bytes(r.key).hex() for r in relayers)
-        with override_settings(DEBUG=False, LLMCHAIN_RELAYER_KEY=self.relayer_key,
-                               LLMCHAIN_DEPLOYMENT=str(self.work_dir / "deployment.json")):
+        self.operator_keys = {name: ",".join("0x" + bytes(a.key).hex() for a in accounts) for name, accounts in (
+            ("LLMCHAIN_ORACLE_KEY", oracles), ("LLMCHAIN_RELAYER_KEY", relayers))}
+        self.addresses |= {a.address for a in oracles + relayers}
+        with override_settings(DEBUG=False, LLMCHAIN_DEPLOYMENT=str(self.work_dir / "deployment.json"),
+                               **self.operator_keys):
             for i, relayer in enumerate(relayers):
                 store_key(relayer.key, f"bench-relayer{i}")
-                self.addresses.add(relayer.address)
             return self._run()
 
     def _run_each_on_its_node(self) -> dict:
@@ -681,7 +686,6 @@ class ChainBench:
                               log_file=work_dir / "anvil.log" if cfg.work_dir else None).start()
         self.client = ChainClient(self.node.url)
         self.admin = self.key("bench-admin")
-        self.oracle = self.key("bench-oracle")
         self.developer = self.key("bench-developer")
         self.users = []
         for i in range(cfg.users):
@@ -694,7 +698,7 @@ class ChainBench:
         self.client.batch([("anvil_setBalance", [a, hex(10**24)]) for a in sorted(self.addresses)])
         admin = account_for(self.admin)
         self.deployment: Deployment = deploy(self.client, admin)
-        grant_role(self.client, self.deployment, admin, "ORACLE_ROLE", self.oracle)
+        grant_oracle_roles(self.client, self.deployment, admin, oracle_addresses())
         self.deployment_file = work_dir / "deployment.json"
         self.deployment.save(self.deployment_file)
         self.ledger = Ledger(self.client, self.deployment)
@@ -705,7 +709,7 @@ class ChainBench:
         cfg = self.cfg
         if cfg.submitter == "process":
             self.submitter = SubmitterPool(cfg.submitters, self.node.url, self.deployment_file, cfg.batch,
-                                           self.relayer_key, self.work_dir, profile)
+                                           self.operator_keys, self.work_dir, profile)
         elif cfg.submitter == "thread":
             self.submitter = SubmitterThread(Ledger(ChainClient(self.node.url), self.deployment), cfg.batch)
         else:
@@ -761,7 +765,7 @@ class ChainBench:
     # -- rows ----------------------------------------------------------------------------------
     def _auto_eval_row(self, user: str, iid: str | None = None) -> OutboxItem:
         iid = iid or rand_id()
-        return outbox_row("autoEval", self.oracle, {
+        return outbox_row("autoEval", oracle_address(iid), {
             "interactionId": iid, "modelId": random.choice(self.models), "contextId": random.choice(self.contexts),
             "user": user, "hasReference": random.random() < 0.5, "sA": str(random.randint(0, WAD)),
             "wA": str(random.randint(WAD // 10, WAD)), "evidenceCid": f"bafybench{iid[2:18]}"})

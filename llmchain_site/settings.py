@@ -246,7 +246,10 @@ LLMCHAIN_RPC_URL = os.environ.get("LLMCHAIN_RPC_URL", "http://127.0.0.1:8545")
 LLMCHAIN_DEV_CHAIN = env_bool("LLMCHAIN_DEV_CHAIN", DEBUG and urlsplit(LLMCHAIN_RPC_URL).hostname in (
     "127.0.0.1", "localhost", "::1"))
 LLMCHAIN_ADMIN_KEY = os.environ.get("LLMCHAIN_ADMIN_KEY", ANVIL_DEV_KEY)
-# Key that signs oracle transactions (autoEval); the admin's by default on a laptop.
+# Key that signs oracle transactions (autoEval, openBattle); the admin's by default on a laptop. Several
+# keys, comma-separated, each granted ORACLE_ROLE: an interaction's autoEval goes through the one its id
+# picks (keys.oracle_address), and submitters run with `chain submit --shard I/N` send through different
+# ones at once.
 LLMCHAIN_ORACLE_KEY = os.environ.get("LLMCHAIN_ORACLE_KEY", LLMCHAIN_ADMIN_KEY)
 # The relayer: pays the gas of the ratings its raters signed (ERC-2771 requests, relayed in batches
 # through the forwarder) and sends the batched updateReputation calls. "": the oracle's key. Several keys,

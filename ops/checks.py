@@ -40,15 +40,18 @@ def unsafe_settings() -> list[tuple[str, str]]:
             problems.append(("ALLOWED_HOSTS", "is empty: name the host names the site answers to"))
     if not settings.LLMCHAIN_DEV_CHAIN:
         published = {_key(k) for k in DEV_KEYS}  # settings.ANVIL_DEV_KEY is the first
-        admin, oracle = _key(settings.LLMCHAIN_ADMIN_KEY), _key(settings.LLMCHAIN_ORACLE_KEY)
+        from apps.chain.keys import configured_relayer_keys, oracle_keys
+
+        admin = _key(settings.LLMCHAIN_ADMIN_KEY)
         if admin in published:
             problems.append(("LLMCHAIN_ADMIN_KEY", "is one of anvil's published development keys"))
-        if oracle in published:
-            problems.append(("LLMCHAIN_ORACLE_KEY", "is one of anvil's published development keys"))
-        elif oracle == admin:
-            problems.append(("LLMCHAIN_ORACLE_KEY", "is the admin's key: the oracle signs with a key of its own"))
-        from apps.chain.keys import configured_relayer_keys
-
+        if not oracle_keys():
+            problems.append(("LLMCHAIN_ORACLE_KEY", "is empty: name the key (or keys) the oracle signs with"))
+        for oracle in {_key(k) for k in oracle_keys()}:  # several: each of them
+            if oracle in published:
+                problems.append(("LLMCHAIN_ORACLE_KEY", "is one of anvil's published development keys"))
+            elif oracle == admin:
+                problems.append(("LLMCHAIN_ORACLE_KEY", "is the admin's key: the oracle signs with a key of its own"))
         # none: the oracle's, checked above; several: each of them
         for relayer in {_key(k) for k in configured_relayer_keys()}:
             if relayer in published:

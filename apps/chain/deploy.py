@@ -3,6 +3,8 @@ transactions only."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from eth_abi import encode
 from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address
@@ -60,6 +62,21 @@ def deploy(client: ChainClient, admin: LocalAccount, lambda_wad: int | None = No
     _send(client, admin, access, set_identity, nonce + 4)
     return Deployment(chainId=client.chain_id, identity=identity, access=access, reputation=reputation,
                       deployBlock=first_block, forwarder=forwarder)
+
+
+def grant_oracle_roles(client: ChainClient, deployment: Deployment, admin: LocalAccount,
+                       oracles: Iterable[str]) -> list[str]:
+    """ORACLE_ROLE to each oracle address that does not hold it yet; returns those granted."""
+    from eth_utils import keccak
+
+    abi = ContractAbi.load("LLMChainAccess")
+    role = keccak(text="ORACLE_ROLE")
+    granted = []
+    for oracle in dict.fromkeys(oracles):
+        if not int.from_bytes(client.call(deployment.access, abi.fn("hasRole").encode(role, oracle)), "big"):
+            grant_role(client, deployment, admin, "ORACLE_ROLE", oracle)
+            granted.append(oracle)
+    return granted
 
 
 def grant_role(client: ChainClient, deployment: Deployment, admin: LocalAccount, role_name: str, account: str) -> None:

@@ -42,8 +42,7 @@ def new_key(label: str = "") -> SigningKey:
 
 
 def operator_accounts() -> dict[str, LocalAccount]:
-    accounts = [Account.from_key(k) for k in (settings.LLMCHAIN_ADMIN_KEY, settings.LLMCHAIN_ORACLE_KEY,
-                                              *relayer_keys())]
+    accounts = [Account.from_key(k) for k in (settings.LLMCHAIN_ADMIN_KEY, *oracle_keys(), *relayer_keys())]
     return {a.address: a for a in accounts}
 
 
@@ -70,23 +69,45 @@ def admin_address() -> str:
     return Account.from_key(settings.LLMCHAIN_ADMIN_KEY).address
 
 
-def oracle_address() -> str:
-    return Account.from_key(settings.LLMCHAIN_ORACLE_KEY).address
+def key_list(value: str | None) -> list[str]:
+    """The keys a setting names: one, or several separated by commas."""
+    return [k.strip() for k in (value or "").split(",") if k.strip()]
+
+
+def oracle_keys() -> list[str]:
+    """The oracle's keys (LLMCHAIN_ORACLE_KEY: one, or several separated by commas), each granted
+    ORACLE_ROLE."""
+    return key_list(settings.LLMCHAIN_ORACLE_KEY)
+
+
+def oracle_addresses() -> tuple[str, ...]:
+    return _addresses(tuple(oracle_keys()))
+
+
+def oracle_address(record_id: str | None = None) -> str:
+    """The oracle key that sends the call about `record_id` (an interaction's autoEval, a battle's
+    openBattle): with several oracle keys, the one the id picks (keys.address_slot of the id), so that
+    the oracle's calls spread over as many sender lanes, which submitters run with `--shard` take side by
+    side; the first key's without an id."""
+    addresses = oracle_addresses()
+    if record_id is None or len(addresses) == 1:
+        return addresses[0]
+    return addresses[address_slot(record_id, len(addresses))]
 
 
 def configured_relayer_keys() -> list[str]:
     """The keys LLMCHAIN_RELAYER_KEY names (one, or several separated by commas); none when unset."""
-    return [k.strip() for k in (settings.LLMCHAIN_RELAYER_KEY or "").split(",") if k.strip()]
+    return key_list(settings.LLMCHAIN_RELAYER_KEY)
 
 
 def relayer_keys() -> list[str]:
     """The relayers' keys: those configured, or the oracle's when none is."""
-    return configured_relayer_keys() or [settings.LLMCHAIN_ORACLE_KEY]
+    return configured_relayer_keys() or oracle_keys()
 
 
 def address_slot(address: str, count: int) -> int:
-    """Which of `count` an address falls to (its number modulo `count`): a signer's relayer, a lane's
-    submitter shard."""
+    """Which of `count` an address (or a 0x-hex id) falls to, its number modulo `count`: a signer's
+    relayer, an interaction's oracle key, a lane's submitter shard."""
     return int(address, 16) % count
 
 

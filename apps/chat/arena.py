@@ -184,7 +184,7 @@ def advance(battle: Battle) -> bool:
         return False
     payload = _payload(battle, battle.outcome)
     with transaction.atomic():
-        opened = outbox.enqueue("openBattle", oracle_address(), {
+        opened = outbox.enqueue("openBattle", oracle_address(battle.battle_id), {
             "battleId": battle.battle_id, "interactionA": a.interaction_id, "interactionB": b.interaction_id,
             "voided": bool(battle.self_named)})
         try:

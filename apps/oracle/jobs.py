@@ -183,7 +183,7 @@ def submit(job: EvaluationJob) -> None:
                  status=OutboxItem.Status.CONFIRMED).first()]
     depends_on = next((w for w in waits if w is not None), None)
     with transaction.atomic():
-        item = outbox.enqueue("autoEval", oracle_address(), {
+        item = outbox.enqueue("autoEval", oracle_address(interaction.interaction_id), {
             "interactionId": interaction.interaction_id, "modelId": conv.model.model_id,
             "contextId": conv.context.context_id, "user": user_address, "hasReference": job.has_reference,
             "sA": job.sa, "wA": job.wa, "evidenceCid": job.evidence_cid}, depends_on=depends_on)

@@ -5,7 +5,6 @@ makes a new line; Send disabled while an answer streams; Stop; Regenerate; Edit-
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

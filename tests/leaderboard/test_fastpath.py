@@ -67,7 +67,7 @@ async def test_a_repeated_anonymous_read_is_answered_without_django(versions):
     first = await get(app, "/", f"context={CTX}".encode())
     again = await get(app, "/", f"context={CTX}".encode())
     assert first == again == (200, [(b"content-type", b"text/html"), (b"x-frame-options", b"DENY")],
-                              f"call 1 /".encode() + b" end")
+                              "call 1 /".encode() + b" end")
     assert inner.calls == 1 and app.hits == 1
     await get(app, "/", f"context={CTX}&sort=ra".encode())
     await get(app, "/", f"context={CTX}".encode(), headers=[(b"hx-request", b"true"), (b"hx-target", b"board-table")])

@@ -3,12 +3,18 @@ autoEval confirmed on-chain; a job interrupted at any step resumes without repea
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
+from eth_account import Account
 
 from apps.chain import indexer
+from apps.chain.deploy import grant_oracle_roles
 from apps.chain.evidence import default_store
+from apps.chain.keys import oracle_address, oracle_addresses
 from apps.chain.models import Interaction as LedgerInteraction
-from apps.chain.models import OutboxItem
+from apps.chain.models import ChainTransaction, OutboxItem
+from apps.chain.node import DEV_KEYS
 from apps.oracle import jobs
 from apps.oracle.models import EvaluationJob
 from apps.oracle.worker import load_metric
@@ -113,3 +119,37 @@ def test_a_job_interrupted_at_any_step_resumes_without_asking_or_queueing_twice(
     assert sorted(asked) == sorted(MODELS[:3])  # each reference model was asked exactly once
     assert OutboxItem.objects.filter(function="autoEval", key=f"autoEval:{interaction.interaction_id}").count() == 1
     assert job.attempts == (1 if step == "submit" else 2)  # taken again only when unfinished
+
+
+def test_with_two_oracle_keys_each_answer_goes_out_through_the_key_its_id_picks(replay_world, metric, settings,
+                                                                                admin):
+    """LLMCHAIN_ORACLE_KEY with two keys: the admin grants ORACLE_ROLE to the one that lacks it, and an
+    answer's autoEval is sent by the key its interaction id picks (its number modulo two)."""
+    first = Account.from_key(DEV_KEYS[1])
+    second = next(a for a in iter(Account.create, None) if int(a.address, 16) % 2 != int(first.address, 16) % 2)
+    settings.LLMCHAIN_ORACLE_KEY = f"{DEV_KEYS[1]}, 0x{bytes(second.key).hex()}"
+    ledger = replay_world["ledger"]
+    assert oracle_addresses() == (first.address, second.address) and oracle_address() == first.address
+    assert grant_oracle_roles(ledger.client, ledger.deployment, admin, oracle_addresses()) == [second.address]
+    assert grant_oracle_roles(ledger.client, ledger.deployment, admin, oracle_addresses()) == [], "held now"
+    # Answers until both ids' parities are among them (ids are random: a few answers).
+    asked = itertools.islice(itertools.cycle([(m, q) for m in MODELS for _, q, _ in QUESTIONS]), 40)
+    interactions = []
+    for model, prompt in asked:
+        interactions += chat(replay_world, model, [prompt])
+        if len({int(i.interaction_id, 16) % 2 for i in interactions}) == 2:
+            break
+    run_all(metric)
+    senders = {}
+    for i in interactions:
+        item = OutboxItem.objects.get(key=f"autoEval:{i.interaction_id}")
+        assert item.sender_address == [first, second][int(i.interaction_id, 16) % 2].address
+        senders[item.sender_address] = senders.get(item.sender_address, 0) + 1
+    assert set(senders) == {first.address, second.address}, senders
+    drain(replay_world["submitter"])
+    indexer.index_until_head(ledger)
+    assert jobs.confirm_onchain() == len(interactions)
+    for oracle in (first.address, second.address):
+        assert ChainTransaction.objects.filter(sender__address=oracle, status="confirmed").exists(), oracle
+    assert LedgerInteraction.objects.filter(interaction_id__in=[i.interaction_id for i in interactions]).count() == len(
+        interactions)

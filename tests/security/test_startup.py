@@ -153,6 +153,22 @@ def test_the_oracle_may_not_sign_with_the_admins_key(deployed):
     assert "the admin's key" in unsafe_settings()[0][1]
 
 
+def test_several_oracle_keys_are_each_checked_and_an_empty_one_is_refused(deployed):
+    from apps.chain.keys import oracle_address, oracle_addresses, relayer_address
+
+    deployed.LLMCHAIN_ORACLE_KEY = "0x" + "22" * 32 + ", 0x" + "55" * 32
+    assert named(deployed) == [] and len(oracle_addresses()) == 2
+    assert oracle_address() == oracle_addresses()[0] == relayer_address(), "the first: without an id"
+    picked = {oracle_address("0x" + f"{n:064x}") for n in range(4)}
+    assert picked == set(oracle_addresses()), "ids spread over both keys"
+    deployed.LLMCHAIN_ORACLE_KEY = "0x" + "22" * 32 + "," + DEV_KEYS[3]
+    assert named(deployed) == ["LLMCHAIN_ORACLE_KEY"]
+    deployed.LLMCHAIN_ORACLE_KEY = "0x" + "22" * 32 + "," + deployed.LLMCHAIN_ADMIN_KEY
+    assert named(deployed) == ["LLMCHAIN_ORACLE_KEY"] and "the admin's key" in unsafe_settings()[0][1]
+    deployed.LLMCHAIN_ORACLE_KEY = " "
+    assert named(deployed) == ["LLMCHAIN_ORACLE_KEY"] and "is empty" in unsafe_settings()[0][1]
+
+
 def test_a_local_development_chain_admits_anvils_keys(deployed):
     deployed.LLMCHAIN_DEV_CHAIN = True
     deployed.LLMCHAIN_ADMIN_KEY = deployed.LLMCHAIN_ORACLE_KEY = DEV_KEYS[0]

@@ -17,8 +17,8 @@ from django.core.management.base import BaseCommand, CommandError
 from apps.chain import indexer
 from apps.chain.client import ChainError, account_from_key
 from apps.chain.demo import DEMO_CONTEXTS, seed_contexts
-from apps.chain.deploy import deploy, grant_role
-from apps.chain.keys import oracle_address
+from apps.chain.deploy import deploy, grant_oracle_roles
+from apps.chain.keys import oracle_addresses
 from apps.chain.ledger import Deployment, default_client
 from apps.chain.models import Reputation
 from apps.chain.node import AnvilNode
@@ -125,14 +125,26 @@ class Command(BaseCommand):
             code = client.request("eth_getCode", [current.reputation, "latest"])
             if current.chainId == client.chain_id and code not in (None, "0x"):
                 self.stdout.write(f"chain: contracts at {current.reputation} (deployment {path})")
+                self._grant_new_oracles(client, current)
                 self._derive_boards()
                 return
         admin = account_from_key(settings.LLMCHAIN_ADMIN_KEY)
         deployment = deploy(client, admin)
-        grant_role(client, deployment, admin, "ORACLE_ROLE", oracle_address())
+        grant_oracle_roles(client, deployment, admin, oracle_addresses())
         deployment.save(path)
         indexer.reset()  # tables of an older deployment describe another chain
         self.stdout.write(f"chain: deployed the contracts, deployment file {path}")
+
+    def _grant_new_oracles(self, client, deployment: Deployment) -> None:
+        """An oracle key added to LLMCHAIN_ORACLE_KEY since the deployment: ORACLE_ROLE from the admin."""
+        try:
+            granted = grant_oracle_roles(client, deployment, account_from_key(settings.LLMCHAIN_ADMIN_KEY),
+                                         oracle_addresses())
+        except ChainError as exc:
+            raise CommandError(f"an oracle key lacks ORACLE_ROLE on the deployment and LLMCHAIN_ADMIN_KEY cannot "
+                               f"grant it: {exc}") from exc
+        if granted:
+            self.stdout.write(f"chain: ORACLE_ROLE granted to {', '.join(granted)}")
 
     def _derive_boards(self) -> None:
         """Indexed rows from before the boards' table existed: derive their entries once."""

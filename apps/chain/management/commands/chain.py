@@ -14,9 +14,9 @@ from django.core.management.base import BaseCommand, CommandError
 from apps.chain import indexer
 from apps.chain.audit import run_audit
 from apps.chain.client import ChainError, account_from_key
-from apps.chain.deploy import deploy, grant_role
+from apps.chain.deploy import deploy, grant_oracle_roles
 from apps.chain.evidence import default_store
-from apps.chain.keys import oracle_address
+from apps.chain.keys import oracle_addresses
 from apps.chain.ledger import default_client, default_ledger
 from apps.chain.node import AnvilNode, NodeError
 from apps.chain.submitter import Submitter, parse_shard
@@ -67,7 +67,7 @@ class Command(BaseCommand):
         client = default_client()
         admin = account_from_key(settings.LLMCHAIN_ADMIN_KEY)
         deployment = deploy(client, admin)
-        grant_role(client, deployment, admin, "ORACLE_ROLE", oracle_address())
+        grant_oracle_roles(client, deployment, admin, oracle_addresses())
         path = out or settings.LLMCHAIN_DEPLOYMENT
         deployment.save(path)
         self.stdout.write(f"Identity {deployment.identity}\nLLMChainAccess {deployment.access}\n"
