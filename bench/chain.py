@@ -37,13 +37,15 @@ What it measures, end to end through the code the site runs:
   by default a function's higher rates are then skipped (`--full-sweep` runs them);
 - the raw node ceiling in the same run: signed no-op transfers from the anvil dev keys,
   pipelined in JSON-RPC batches, counted from the blocks that mined them;
-- each function on a fresh node of its own (new contracts, new keys, its own ceiling), unless
-  `one_node` (`--one-node`): on every block anvil (1.7.1, in-memory state) computes the state root
-  over every account's storage and copies the whole state, so a node's CPU per block grows with the
-  storage earlier steps left (idle, 44% of a core at 200,000 storage slots
-  and 100% at 600,000, measured on this machine), and the functions measured last on one node were
-  bounded by what the first ones wrote (a node with an incremental state trie, such as Besu's, is
-  not);
+- each step (function and rate) on a fresh node of its own (new contracts, new keys, its own
+  ceiling), unless `nodes` (`--nodes`) says "function" (a fresh node per function's sweep) or "one"
+  (`--one-node`): on every block anvil (1.7.1, in-memory state) computes the state root over every
+  account's storage, so a node's CPU per block grows with the storage earlier steps left (idle, 44%
+  of a core at 200,000 storage slots and 100% at 600,000, measured on this machine; 38% at 200,000
+  with --prune-history 64, so it is not the history it keeps), and a sweep's higher rates were
+  bounded by what its lower ones wrote (autoEval at 3,000/s offered: 2,672/s confirmed on a fresh
+  node, 1,986/s after five lower rates' 52,500 interactions). A node with an incremental state trie,
+  such as Besu's, is not;
 - exactly once, at every rate: each step's calls are counted on-chain (AutoEvaluated,
   HumanEvaluated, ModelAdded events; updateReputation calls as the ReputationUpdated events, two
   per call, of transactions that carry no autoEval or humEval) over the step's blocks, and must
@@ -110,6 +112,7 @@ from .common import BenchError, Out, debug_off_env, manage_py, percentile
 ITEM = OutboxItem.Status
 FUNCTIONS = ("autoEval", "humEval", "updateReputation", "complete", "addModel", "humEval-direct")
 DEFAULT_FUNCTIONS = ("autoEval", "humEval", "updateReputation", "complete")
+NODES = ("step", "function", "one")  # where the steps run: see ChainBenchConfig.nodes
 DEFAULT_RATES = (250, 500, 1000, 1500, 2000, 3000, 4000)
 PAPER_PEAK_PER_S = 420  # Fig. 7: 16-validator Besu cluster
 SATURATED_SHARE = 0.85
@@ -161,10 +164,13 @@ class ChainBenchConfig:
     # updateReputation calls over the relayers' by rater.
     submitters: int = 2
     keep_rows: bool = False
-    # Each function on a node of its own, fresh as the one the ceiling is measured on: anvil computes its
-    # state root over the whole state on every block, so its CPU per block grows with the storage the earlier
-    # functions' steps left (measured: idle, 44% of a core at 200,000 storage slots, 100% at 600,000).
-    one_node: bool = False
+    # Where the steps run: "step", each (function, rate) on a fresh node of its own (new contracts, keys and
+    # ceiling); "function", each function's sweep on one fresh node; "one", everything on one node. anvil
+    # computes its state root over the whole state on every block, so its CPU per block grows with the
+    # storage the earlier steps left (measured: idle, 44% of a core at 200,000 storage slots, 100% at
+    # 600,000; autoEval at 3,000/s offered confirmed 2,672/s on a fresh node and 1,986/s after the sweep's
+    # five lower rates had written 52,500 interactions).
+    nodes: str = "step"
     work_dir: Path | None = None  # anvil log, deployment file, submitter log
     profile_dir: Path | None = None  # the submitter process under cProfile, one .prof per step
 
@@ -175,6 +181,13 @@ class ChainBenchConfig:
             raise ValueError("--profile profiles the submitter process: not with --submitter thread")
         if self.submitters < 1 or (self.submitter == "thread" and self.submitters != 1):
             raise ValueError("--submitters: at least 1, and 1 with --submitter thread")
+        if self.nodes not in NODES:
+            raise ValueError(f"--nodes is one of {', '.join(NODES)}, not {self.nodes!r}")
+
+    @property
+    def one_node(self) -> bool:
+        """Every step on one node: nothing to split (one function and one rate), or asked for."""
+        return self.nodes == "one" or (len(self.functions) == 1 and (self.nodes == "function" or len(self.rates) == 1))
 
 
 @dataclass
@@ -195,6 +208,7 @@ class StepResult:
     max_ms: float
     drain_s: float  # last confirmation - last enqueue: about one latency when the submitter keeps up
     ratio: float = math.nan  # per_s / the node ceiling (tx/s)
+    node_tx_per_s: float = math.nan  # the ceiling of the node the step ran on
     calls: dict = field(default_factory=dict)  # confirmed calls by function (the three of `complete`)
     on_chain: dict = field(default_factory=dict)  # the same, counted from the step's blocks
     blocks: int = 0
@@ -548,7 +562,8 @@ class ChainBench:
         self.results: list[StepResult] = []
         self.skipped: dict[str, list[int]] = {}
         self.ceiling: Ceiling | None = None
-        self.footer = True  # False for one function's part of a run (_run_each_on_its_node)
+        self.footer = True  # False for a part of a run (_run_on_fresh_nodes)
+        self.header = True  # False for a part after the first: a line with its node's ceiling only
         self.notes: list[str] = []
         self.scored: deque[Scored] = deque()  # autoEval'd and final, not rated yet
         self.rated: deque[tuple[int, str]] = deque()  # (humEval row, interaction): rated, not updated yet
@@ -556,8 +571,9 @@ class ChainBench:
         self.next_nonce: Counter = Counter()  # each rater's next forwarder nonce
         self.forwarder_nonces_ok: bool | None = None
         self.profiles: dict[tuple[str, int], list[Path]] = {}  # the submitters' profile files of a step
-        self.ceilings: dict[str, Ceiling] = {}  # by function: the ceiling of the node it ran on
+        self.ceilings: dict[str, Ceiling] = {}  # by function: the ceiling of the node its peak step ran on
         self.relayed_requests = 0
+        self.step_ceilings: dict[tuple[str, int], Ceiling] = {}  # (function, rate): its node's ceiling
 
     # -- guards --------------------------------------------------------------------------------
     def check_database(self) -> None:
@@ -586,8 +602,8 @@ class ChainBench:
         if unknown:
             raise BenchError(f"unknown functions {sorted(unknown)}; choose among {', '.join(FUNCTIONS)}")
         self.check_database()
-        if not cfg.one_node and len(cfg.functions) > 1:
-            return self._run_each_on_its_node()
+        if not cfg.one_node:
+            return self._run_on_fresh_nodes()
         # Logs are kept only in a folder the caller names (anvil logs every transaction).
         self.work_dir = Path(cfg.work_dir or tempfile.mkdtemp(prefix="llmchain-bench-"))
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -610,24 +626,44 @@ class ChainBench:
                 store_key(relayer.key, f"bench-relayer{i}")
             return self._run()
 
-    def _run_each_on_its_node(self) -> dict:
-        """One sweep per function, each on a fresh node with fresh keys (its own ceiling, its own
-        lanes); the figures gathered into one summary."""
+    def _run_on_fresh_nodes(self) -> dict:
+        """Each function's sweep on a fresh node (nodes "function"), or each of its steps on one (nodes
+        "step"): new contracts, keys and ceiling each; a step's ratio is to its own node's ceiling. The
+        figures are gathered into one summary."""
+        cfg = self.cfg
         started = time.monotonic()
         checked: list[bool] = []
-        for function in self.cfg.functions:
-            self.out(f"--- {function}: a fresh node, contracts and keys")
-            part = ChainBench(replace(self.cfg, functions=[function], work_dir=(
-                Path(self.cfg.work_dir) / function if self.cfg.work_dir else None)), self.out)
-            part.footer = False
-            part.run()
-            self.results += part.results
-            self.skipped.update(part.skipped)
-            self.notes += part.notes
-            self.ceilings[function] = part.ceiling
-            self.relayed_requests += part.relayed_requests
-            if part.forwarder_nonces_ok is not None:  # a part that relayed: all of them must be right
-                checked.append(part.forwarder_nonces_ok)
+        first = True
+        for function in cfg.functions:
+            saturated: StepResult | None = None
+            for rates in ([[r] for r in cfg.rates] if cfg.nodes == "step" else [list(cfg.rates)]):
+                if saturated and cfg.stop_when_saturated:
+                    self.skipped.setdefault(function, []).extend(rates)
+                    self.out(f"{function:<16} {rates[0]:>9}  skipped: saturated at offered {saturated.rate}/s "
+                             f"({saturated.per_s:.0f}/s confirmed; --full-sweep runs it)")
+                    continue
+                label = f"{function} at {rates[0]}/s" if cfg.nodes == "step" else function
+                self.out(f"--- {label}: a fresh node, contracts and keys")
+                folder = Path(cfg.work_dir) / function if cfg.work_dir else None
+                if folder and cfg.nodes == "step":
+                    folder = folder / str(rates[0])
+                part = ChainBench(replace(cfg, functions=[function], rates=rates, nodes="one", work_dir=folder),
+                                  self.out)
+                part.footer, part.header = False, first
+                first = False
+                part.run()
+                self.results += part.results
+                self.skipped.update(part.skipped)
+                self.notes += part.notes
+                self.relayed_requests += part.relayed_requests
+                for r in part.results:
+                    self.step_ceilings[(r.function, r.rate)] = part.ceiling
+                if part.forwarder_nonces_ok is not None:  # a part that relayed: all of them must be right
+                    checked.append(part.forwarder_nonces_ok)
+                saturated = saturated or next((r for r in part.results if r.saturated), None)
+            steps = [r for r in self.results if r.function == function and not math.isnan(r.per_s)]
+            if steps:
+                self.ceilings[function] = self.step_ceilings[(function, max(steps, key=lambda r: r.per_s).rate)]
         self.forwarder_nonces_ok = all(checked) if checked else None
         summary = self.summary(time.monotonic() - started)
         self._print_footer(summary)
@@ -971,6 +1007,7 @@ class ChainBench:
             max_ms=max(latencies) if latencies else math.nan, drain_s=drain, calls=dict(calls))
         if self.ceiling and self.ceiling.tx_per_s > 0 and not math.isnan(per_s):
             result.ratio = per_s / self.ceiling.tx_per_s
+            result.node_tx_per_s = self.ceiling.tx_per_s
         self._chain_figures(result, tx_ids, {pk: rows[pk][4] for pk in pks})
         return result
 
@@ -1152,6 +1189,8 @@ class ChainBench:
         cfg, c = self.cfg, self.ceiling
         self.out(f"node ceiling: {c.tx_per_s:.0f} tx/s mined ({c.txs} signed no-op transfers in {c.blocks} blocks; "
                  f"signed+sent at {c.send_per_s:.0f} tx/s from 4 dev keys, pipelined JSON-RPC batches of 250)")
+        if not self.header:  # a later part of a run on fresh nodes: the rest was printed by the first
+            return
         self.out(f"chain bench: anvil block time 1 s, free gas, finality {settings.LLMCHAIN_LOCAL_FINALITY} blocks; "
                  f"submitter batch {cfg.batch} ({self.submitter.label}, DEBUG off"
                  f"{', under cProfile' if cfg.profile_dir else ''}); {cfg.users} raters; "
@@ -1200,7 +1239,8 @@ class ChainBench:
             "complete_per_s": functions["complete"]["peak_per_s"] if "complete" in functions else None,
             "node_ceiling_tx_per_s": round(ceiling, 1),
             "node_ceiling_by_function": {fn: round(c, 1) for fn, c in ceilings.items()},
-            "one_node": self.cfg.one_node or len(self.cfg.functions) == 1,
+            "one_node": self.cfg.one_node,
+            "nodes": self.cfg.nodes,
             "ratio": {fn: round(v["peak_per_s"] / ceilings.get(fn, ceiling), 3) for fn, v in functions.items()},
             "batch": self.cfg.batch,
             "duration_s": self.cfg.duration,
@@ -1262,7 +1302,8 @@ def run_chain_bench(config: ChainBenchConfig, out: Out = print) -> dict:
     return ChainBench(config, out).run()
 
 
-HEADLINE = ("functions", "complete_per_s", "node_ceiling_tx_per_s", "node_ceiling_by_function", "one_node", "ratio",
+HEADLINE = ("functions", "complete_per_s", "node_ceiling_tx_per_s", "node_ceiling_by_function", "one_node", "nodes",
+            "ratio",
             "batch", "duration_s", "rates", "users",
             "skipped", "submitter", "unconfirmed", "failed", "duplicates", "on_chain_ok", "forwarder_nonces_ok",
             "elapsed_s")

@@ -41,9 +41,12 @@ def test_bench_chain_prints_its_figures_and_confirms_every_call_once():
         # each function on a fresh node of its own, its ratio to that node's ceiling
         assert result["ratio"][function] == pytest.approx(
             figures["peak_per_s"] / result["node_ceiling_by_function"][function], abs=0.001)
-    assert result["one_node"] is False and set(result["node_ceiling_by_function"]) == set(FUNCTIONS)
+    assert result["one_node"] is False and result["nodes"] == "step"
+    assert set(result["node_ceiling_by_function"]) == set(FUNCTIONS)
     assert result["node_ceiling_tx_per_s"] == min(result["node_ceiling_by_function"].values())
-    assert sum(line.startswith("--- ") and "a fresh node" in line for line in lines) == len(FUNCTIONS)
+    assert [line.split(":")[0] for line in lines if line.startswith("--- ")] == [f"--- {f} at 20/s" for f in FUNCTIONS]
+    assert sum(line.startswith("chain bench:") for line in lines) == 1, "the full header once"
+    assert sum(line.startswith("node ceiling:") for line in lines) == len(FUNCTIONS), "each node's ceiling"
     assert result["complete_per_s"] == result["functions"]["complete"]["peak_per_s"]
     # a complete evaluation waits for three confirmations in a row: slower than any one call
     assert result["functions"]["complete"]["p95_ms_at_peak"] > result["functions"]["humEval"]["p95_ms_at_peak"]
@@ -61,6 +64,26 @@ def test_bench_chain_prints_its_figures_and_confirms_every_call_once():
     # the bench cleans up after itself
     assert not OutboxItem.objects.exists() and not ChainTransaction.objects.exists()
     assert not Sender.objects.exists() and not SigningKey.objects.exists()
+
+
+@pytest.mark.chain
+@pytest.mark.django_db(transaction=True)
+def test_each_rate_of_a_sweep_runs_on_a_fresh_node_and_a_function_on_one_node_when_asked():
+    def run(*args):
+        out = io.StringIO()
+        call_command("bench", "chain", "--functions", "autoEval", "--rates", "10,20", "--duration", "1", "--users",
+                     "2", "--ceiling-duration", "1", *args, stdout=out)
+        lines = out.getvalue().strip().splitlines()
+        return json.loads(lines[-1]), [line.split(":")[0] for line in lines if line.startswith(("--- ", "node ceiling"))]
+
+    result, marks = run()
+    assert marks == ["--- autoEval at 10/s", "node ceiling", "--- autoEval at 20/s", "node ceiling"]
+    assert (result["nodes"], result["one_node"]) == ("step", False)
+    assert result["functions"]["autoEval"]["offered"] == result["functions"]["autoEval"]["confirmed"] == 30
+    assert result["on_chain_ok"] is True
+    result, marks = run("--nodes", "function")
+    assert marks == ["node ceiling"] and (result["nodes"], result["one_node"]) == ("function", True)
+    assert result["functions"]["autoEval"]["confirmed"] == 30 and result["on_chain_ok"] is True
 
 
 def test_the_bench_signs_a_rating_request_exactly_as_the_site_does():

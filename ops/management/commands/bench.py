@@ -137,11 +137,14 @@ class Command(BaseCommand):
                             "per step, and print a summary of each saturated step's (slows the submitter)")
         p.add_argument("--keep-rows", action="store_true", help="keep the bench's rows in the database")
         p.add_argument("--submitters", type=int, default=2,
-                       help="submitter processes side by side (`chain submit --shard i/N`), one relayer key each: "
-                            "the relayed ratings spread over their lanes by rater (default 2)")
-        p.add_argument("--one-node", action="store_true",
-                       help="run every function on one node (by default each gets a fresh node: anvil's work per "
-                            "block grows with the storage the earlier functions left)")
+                       help="submitter processes side by side (`chain submit --shard i/N`), one oracle key and one "
+                            "relayer key each: autoEval calls spread over their lanes by interaction, relayed "
+                            "ratings by rater (default 2)")
+        p.add_argument("--nodes", choices=["step", "function", "one"], default="step",
+                       help="where the steps run: each (function, rate) on a fresh node of its own (step, the "
+                            "default), each function's sweep on one fresh node (function), or all on one node "
+                            "(one): anvil's work per block grows with the storage the earlier steps left")
+        p.add_argument("--one-node", action="store_const", dest="nodes", const="one", help="the same as --nodes one")
 
         s = sub.add_parser("scoring", help="the project's BERTScore scorer against plain bert_score.score",
                            description=SCORING_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -227,7 +230,7 @@ class Command(BaseCommand):
 
     def do_chain(self, rates=None, duration=10, batch=None, functions=None, users=200, submitter="process",
                  ceiling_duration=8, drain_timeout=120, work_dir=None, keep_rows=False, full_sweep=False,
-                 profile=None, one_node=False, submitters=2, **_):
+                 profile=None, nodes="step", submitters=2, **_):
         from bench import chain
 
         config = chain.ChainBenchConfig(
@@ -235,6 +238,6 @@ class Command(BaseCommand):
             batch=settings.LLMCHAIN_TX_BATCH if batch is None else batch,
             functions=functions or list(chain.DEFAULT_FUNCTIONS), users=users, submitter=submitter,
             ceiling_duration=ceiling_duration, drain_timeout=drain_timeout, work_dir=work_dir, keep_rows=keep_rows,
-            stop_when_saturated=not full_sweep, profile_dir=profile, one_node=one_node,
+            stop_when_saturated=not full_sweep, profile_dir=profile, nodes=nodes,
             submitters=1 if submitter == "thread" else submitters)
         return chain.headline(chain.run_chain_bench(config, self.out)), []
