@@ -14,7 +14,7 @@ from apps.chain import indexer, outbox
 from apps.chain.client import ChainClient
 from apps.chain.keys import new_key, relayer_address
 from apps.chain.ledger import Ledger
-from apps.chain.models import ChainTransaction, OutboxItem
+from apps.chain.models import ChainTransaction, OutboxItem, Sender
 from apps.chain.node import DEV_KEYS, AnvilNode
 from apps.chain.submitter import Submitter
 from tests.support import deploy_on_interval_node
@@ -63,6 +63,27 @@ def drain(submitter: Submitter, timeout: float = 90, *, until=None, what: str = 
                 time.sleep(0.2)
     finally:
         submitter.release()
+
+
+def drain_sharded(ledger: Ledger, lanes: list[str], shards: int = 2, timeout: float = 120) -> list[Submitter]:
+    """Run `shards` submitters side by side (`--shard i/N`, owners shard-i) until every outbox row is
+    confirmed, checking after each round that each lane of `lanes` is only ever held by the submitter of its
+    shard; returns them, their leases released."""
+    submitters = [Submitter(ledger, shard=(i, shards), owner=f"shard-{i}") for i in range(shards)]
+    deadline = time.monotonic() + timeout
+    try:
+        while OutboxItem.objects.exclude(status="confirmed").exists():
+            assert time.monotonic() < deadline, list(OutboxItem.objects.exclude(status="confirmed")
+                                                     .values_list("key", "status", "last_error"))
+            for s in submitters:
+                s.run_once()
+            for address, owner in Sender.objects.filter(address__in=lanes).values_list("address", "lease_owner"):
+                assert owner in ("", f"shard-{int(address, 16) % shards}"), (address, owner)
+            time.sleep(0.2)
+    finally:
+        for s in submitters:
+            s.release()
+    return submitters
 
 
 @dataclass

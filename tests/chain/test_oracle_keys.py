@@ -5,7 +5,6 @@ goes through the key its id picks, and submitters run with `--shard` each take t
 from __future__ import annotations
 
 import io
-import time
 
 import pytest
 from django.core.management.base import CommandError
@@ -16,13 +15,12 @@ from apps.chain import indexer, outbox
 from apps.chain.abi import ContractAbi
 from apps.chain.audit import run_audit
 from apps.chain.keys import oracle_address, oracle_addresses
-from apps.chain.models import ChainTransaction, OutboxItem, Sender
+from apps.chain.models import ChainTransaction, OutboxItem
 from apps.chain.node import DEV_KEYS
-from apps.chain.submitter import Submitter
 from lib.ids import b32
 from ops.management.commands.up import Command as Up
 
-from .conftest import rand_id
+from .conftest import drain_sharded, rand_id
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db(transaction=True)]
 
@@ -74,21 +72,7 @@ def test_two_oracle_keys_and_two_submitters_side_by_side_each_send_their_own_int
     for iid in iids:
         assert OutboxItem.objects.get(key=f"autoEval:{iid}").sender_address == [first, second.address][
             int(iid, 16) % 2]
-    submitters = [Submitter(world.ledger, shard=(i, 2), owner=f"shard-{i}") for i in range(2)]
-    deadline = time.monotonic() + 120
-    try:
-        while OutboxItem.objects.exclude(status="confirmed").exists():
-            assert time.monotonic() < deadline, list(OutboxItem.objects.exclude(status="confirmed")
-                                                     .values_list("key", "status", "last_error"))
-            for s in submitters:
-                s.run_once()
-            for address, owner in Sender.objects.filter(address__in=[first, second.address]).values_list(
-                    "address", "lease_owner"):
-                assert owner in ("", f"shard-{int(address, 16) % 2}"), (address, owner)
-            time.sleep(0.2)
-    finally:
-        for s in submitters:
-            s.release()
+    drain_sharded(world.ledger, [first, second.address])
     for oracle in by_sender:  # 24 random ids: both keys carry some (all on one: a chance of 2**-23)
         assert by_sender[oracle] and ChainTransaction.objects.filter(
             sender__address=oracle, function__startswith="autoEval", status="confirmed").exists(), by_sender

@@ -21,7 +21,7 @@ from apps.chain.node import DEV_KEYS
 from apps.chain.submitter import RELAY, Submitter
 from lib.ids import b32
 
-from .conftest import drain, rand_id
+from .conftest import drain, drain_sharded, rand_id
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db(transaction=True)]
 ANSWERS = {"reliability": 4, "completeness": 5, "utility": 3, "familiarity": 4, "trust": 3, "uncertainty": 2}
@@ -316,22 +316,7 @@ def test_two_relayers_and_two_submitters_side_by_side_each_carry_their_own_rater
     for item in OutboxItem.objects.filter(function__in=["humEval", "updateReputation"]):
         assert item.sender_address == relayer_address(rater_of[item.payload["interactionId"]]), item
 
-    submitters = [Submitter(world.ledger, shard=(i, 2), owner=f"shard-{i}") for i in range(2)]
-    deadline = time.monotonic() + 120
-    try:
-        while OutboxItem.objects.exclude(status="confirmed").exists():
-            assert time.monotonic() < deadline, list(OutboxItem.objects.exclude(status="confirmed")
-                                                     .values_list("key", "status", "last_error"))
-            for s in submitters:
-                s.run_once()
-            # A relayer's lane is only ever held by the submitter of its shard.
-            for address, owner in Sender.objects.filter(address__in=[first.address, second.address]).values_list(
-                    "address", "lease_owner"):
-                assert owner in ("", f"shard-{int(address, 16) % 2}"), (address, owner)
-            time.sleep(0.2)
-    finally:
-        for s in submitters:
-            s.release()
+    submitters = drain_sharded(world.ledger, [first.address, second.address])
     assert set(OutboxItem.objects.values_list("status", flat=True)) == {"confirmed"}
     assert all(_hum(world, iid) for iid in iids)
     for relayer in (first.address, second.address):
