@@ -72,7 +72,7 @@ def test_each_rate_of_a_sweep_runs_on_a_fresh_node_and_a_function_on_one_node_wh
     def run(*args):
         out = io.StringIO()
         call_command("bench", "chain", "--functions", "autoEval", "--rates", "10,20", "--duration", "1", "--users",
-                     "2", "--ceiling-duration", "1", *args, stdout=out)
+                     "2", "--ceiling-duration", "1", "--full-sweep", *args, stdout=out)  # both rates, saturated or not
         lines = out.getvalue().strip().splitlines()
         return json.loads(lines[-1]), [line.split(":")[0] for line in lines if line.startswith(("--- ", "node ceiling"))]
 
