@@ -571,9 +571,7 @@ class ChainBench:
         self.next_nonce: Counter = Counter()  # each rater's next forwarder nonce
         self.forwarder_nonces_ok: bool | None = None
         self.profiles: dict[tuple[str, int], list[Path]] = {}  # the submitters' profile files of a step
-        self.ceilings: dict[str, Ceiling] = {}  # by function: the ceiling of the node its peak step ran on
         self.relayed_requests = 0
-        self.step_ceilings: dict[tuple[str, int], Ceiling] = {}  # (function, rate): its node's ceiling
 
     # -- guards --------------------------------------------------------------------------------
     def check_database(self) -> None:
@@ -638,9 +636,7 @@ class ChainBench:
             saturated: StepResult | None = None
             for rates in ([[r] for r in cfg.rates] if cfg.nodes == "step" else [list(cfg.rates)]):
                 if saturated and cfg.stop_when_saturated:
-                    self.skipped.setdefault(function, []).extend(rates)
-                    self.out(f"{function:<16} {rates[0]:>9}  skipped: saturated at offered {saturated.rate}/s "
-                             f"({saturated.per_s:.0f}/s confirmed; --full-sweep runs it)")
+                    self._skip(function, rates, saturated)
                     continue
                 label = f"{function} at {rates[0]}/s" if cfg.nodes == "step" else function
                 self.out(f"--- {label}: a fresh node, contracts and keys")
@@ -656,14 +652,9 @@ class ChainBench:
                 self.skipped.update(part.skipped)
                 self.notes += part.notes
                 self.relayed_requests += part.relayed_requests
-                for r in part.results:
-                    self.step_ceilings[(r.function, r.rate)] = part.ceiling
                 if part.forwarder_nonces_ok is not None:  # a part that relayed: all of them must be right
                     checked.append(part.forwarder_nonces_ok)
                 saturated = saturated or next((r for r in part.results if r.saturated), None)
-            steps = [r for r in self.results if r.function == function and not math.isnan(r.per_s)]
-            if steps:
-                self.ceilings[function] = self.step_ceilings[(function, max(steps, key=lambda r: r.per_s).rate)]
         self.forwarder_nonces_ok = all(checked) if checked else None
         summary = self.summary(time.monotonic() - started)
         self._print_footer(summary)
@@ -687,12 +678,16 @@ class ChainBench:
                 self.delete_rows()
             if not cfg.work_dir:
                 shutil.rmtree(self.work_dir, ignore_errors=True)
-        for function in cfg.functions:
-            self.ceilings[function] = self.ceiling
         summary = self.summary(time.monotonic() - started)
         if self.footer:
             self._print_footer(summary)
         return summary
+
+    def _skip(self, function: str, rates: list[int], saturated: StepResult) -> None:
+        """A function's higher rates, once a step saturated the pipeline: each would only add a long drain."""
+        self.skipped.setdefault(function, []).extend(rates)
+        self.out(f"{function:<16} {rates[0]:>9}  skipped: saturated at offered {saturated.rate}/s "
+                 f"({saturated.per_s:.0f}/s confirmed; --full-sweep runs it)")
 
     def _sweep(self) -> None:
         cfg = self.cfg
@@ -703,9 +698,7 @@ class ChainBench:
             saturated: StepResult | None = None
             for rate in cfg.rates:
                 if saturated:
-                    self.skipped.setdefault(function, []).append(rate)
-                    self.out(f"{function:<16} {rate:>9}  skipped: saturated at offered {saturated.rate}/s "
-                             f"({saturated.per_s:.0f}/s confirmed; --full-sweep runs it)")
+                    self._skip(function, [rate], saturated)
                     continue
                 result = self.step(function, rate)
                 self.results.append(result)
@@ -1211,16 +1204,15 @@ class ChainBench:
                  f"{'ok' if r.on_chain_ok else 'DIFF':>5}")
 
     def summary(self, elapsed: float) -> dict:
-        ceilings = {fn: c.tx_per_s for fn, c in self.ceilings.items() if c}
-        # The node ceiling: the one node's, or the lowest of the fresh nodes' (each function's ratio is
-        # to its own node's).
-        ceiling = min(ceilings.values(), default=self.ceiling.tx_per_s if self.ceiling else math.nan)
         functions: dict[str, dict] = {}
+        ceilings: dict[str, float] = {}  # by function: the ceiling of the node its peak step ran on
         for fn in self.cfg.functions:
             steps = [r for r in self.results if r.function == fn and not math.isnan(r.per_s)]
             if not steps:
                 continue
             best = max(steps, key=lambda r: r.per_s)
+            if not math.isnan(best.node_tx_per_s):
+                ceilings[fn] = best.node_tx_per_s
             first_saturated = next((r for r in steps if r.saturated), None)
             # The highest rate offered that it kept up with: a sustained confirmed/s counts a few passes
             # and can read above the rate offered; this one cannot.
@@ -1234,6 +1226,9 @@ class ChainBench:
                              "bounded_by": first_saturated.bound if first_saturated else "the offered rate",
                              "offered": sum(r.offered for r in steps),
                              "confirmed": sum(r.confirmed for r in steps)}
+        # The node ceiling: the one node's, or the lowest of the fresh nodes' (each function's ratio is
+        # to its own node's).
+        ceiling = min(ceilings.values(), default=self.ceiling.tx_per_s if self.ceiling else math.nan)
         return {
             "functions": functions,
             "complete_per_s": functions["complete"]["peak_per_s"] if "complete" in functions else None,

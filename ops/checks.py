@@ -47,18 +47,22 @@ def unsafe_settings() -> list[tuple[str, str]]:
             problems.append(("LLMCHAIN_ADMIN_KEY", "is one of anvil's published development keys"))
         if not oracle_keys():
             problems.append(("LLMCHAIN_ORACLE_KEY", "is empty: name the key (or keys) the oracle signs with"))
-        for oracle in {_key(k) for k in oracle_keys()}:  # several: each of them
-            if oracle in published:
-                problems.append(("LLMCHAIN_ORACLE_KEY", "is one of anvil's published development keys"))
-            elif oracle == admin:
-                problems.append(("LLMCHAIN_ORACLE_KEY", "is the admin's key: the oracle signs with a key of its own"))
-        # none: the oracle's, checked above; several: each of them
-        for relayer in {_key(k) for k in configured_relayer_keys()}:
-            if relayer in published:
-                problems.append(("LLMCHAIN_RELAYER_KEY", "is one of anvil's published development keys"))
-            elif relayer == admin:
-                problems.append(("LLMCHAIN_RELAYER_KEY",
-                                 "is the admin's key: the relayer pays gas with a key of its own"))
+        problems += _own_keys("LLMCHAIN_ORACLE_KEY", oracle_keys(), published, admin,
+                              "the oracle signs with a key of its own")
+        # none: the oracle's, checked above
+        problems += _own_keys("LLMCHAIN_RELAYER_KEY", configured_relayer_keys(), published, admin,
+                              "the relayer pays gas with a key of its own")
+    return problems
+
+
+def _own_keys(name: str, keys: list[str], published: set[str], admin: str, why: str) -> list[tuple[str, str]]:
+    """A problem for each distinct key of `name` that is a published anvil key or the admin's."""
+    problems = []
+    for key in {_key(k) for k in keys}:
+        if key in published:
+            problems.append((name, "is one of anvil's published development keys"))
+        elif key == admin:
+            problems.append((name, f"is the admin's key: {why}"))
     return problems
 
 

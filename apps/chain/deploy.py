@@ -67,13 +67,9 @@ def deploy(client: ChainClient, admin: LocalAccount, lambda_wad: int | None = No
 def grant_oracle_roles(client: ChainClient, deployment: Deployment, admin: LocalAccount,
                        oracles: Iterable[str]) -> list[str]:
     """ORACLE_ROLE to each oracle address that does not hold it yet; returns those granted."""
-    from eth_utils import keccak
-
-    abi = ContractAbi.load("LLMChainAccess")
-    role = keccak(text="ORACLE_ROLE")
     granted = []
     for oracle in dict.fromkeys(oracles):
-        if not int.from_bytes(client.call(deployment.access, abi.fn("hasRole").encode(role, oracle)), "big"):
+        if not has_role(client, deployment, "ORACLE_ROLE", oracle):
             grant_role(client, deployment, admin, "ORACLE_ROLE", oracle)
             granted.append(oracle)
     return granted
@@ -81,9 +77,17 @@ def grant_oracle_roles(client: ChainClient, deployment: Deployment, admin: Local
 
 def grant_role(client: ChainClient, deployment: Deployment, admin: LocalAccount, role_name: str, account: str) -> None:
     """Grant an ACSC role directly (admin): e.g. ORACLE_ROLE to the oracle's key."""
+    abi = ContractAbi.load("LLMChainAccess")
+    _send(client, admin, deployment.access, abi.fn("grantRole").encode(role_id(role_name), account),
+          client.nonce(admin.address, "pending"))
+
+
+def role_id(role_name: str) -> bytes:
     from eth_utils import keccak
 
-    abi = ContractAbi.load("LLMChainAccess")
-    role = b"\x00" * 32 if role_name == "DEFAULT_ADMIN_ROLE" else keccak(text=role_name)
-    _send(client, admin, deployment.access, abi.fn("grantRole").encode(role, account),
-          client.nonce(admin.address, "pending"))
+    return b"\x00" * 32 if role_name == "DEFAULT_ADMIN_ROLE" else keccak(text=role_name)
+
+
+def has_role(client: ChainClient, deployment: Deployment, role_name: str, account: str) -> bool:
+    data = ContractAbi.load("LLMChainAccess").fn("hasRole").encode(role_id(role_name), account)
+    return bool(int.from_bytes(client.call(deployment.access, data), "big"))

@@ -89,10 +89,7 @@ def oracle_address(record_id: str | None = None) -> str:
     openBattle): with several oracle keys, the one the id picks (keys.address_slot of the id), so that
     the oracle's calls spread over as many sender lanes, which submitters run with `--shard` take side by
     side; the first key's without an id."""
-    addresses = oracle_addresses()
-    if record_id is None or len(addresses) == 1:
-        return addresses[0]
-    return addresses[address_slot(record_id, len(addresses))]
+    return _picked(oracle_addresses(), record_id)
 
 
 def configured_relayer_keys() -> list[str]:
@@ -116,6 +113,11 @@ def relayer_key() -> str:
     return relayer_keys()[0]
 
 
+def _picked(addresses: tuple[str, ...], by: str | None) -> str:
+    """The address `by` (an address or a 0x-hex id) falls to, keys.address_slot; the first without one."""
+    return addresses[0] if by is None else addresses[address_slot(by, len(addresses))]
+
+
 @lru_cache(maxsize=64)
 def _addresses(keys: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(Account.from_key(k).address for k in keys)
@@ -127,10 +129,7 @@ def relayer_address(signer: str | None = None) -> str:
     requests reach the forwarder in nonce order through one sender lane; the first relayer's
     without a signer. Each relayer is a lane of its own: submitters run with `--shard` take
     different lanes side by side."""
-    addresses = _addresses(tuple(relayer_keys()))
-    if signer is None or len(addresses) == 1:
-        return addresses[0]
-    return addresses[address_slot(signer, len(addresses))]
+    return _picked(_addresses(tuple(relayer_keys())), signer)
 
 
 def rekey_signing_keys() -> int:

@@ -9,11 +9,10 @@ import io
 import pytest
 from django.core.management.base import CommandError
 from eth_account import Account
-from eth_utils import keccak
 
 from apps.chain import indexer, outbox
-from apps.chain.abi import ContractAbi
 from apps.chain.audit import run_audit
+from apps.chain.deploy import has_role
 from apps.chain.keys import oracle_address, oracle_addresses
 from apps.chain.models import ChainTransaction, OutboxItem
 from apps.chain.node import DEV_KEYS
@@ -26,8 +25,7 @@ pytestmark = [pytest.mark.chain, pytest.mark.django_db(transaction=True)]
 
 
 def _is_oracle(ledger, address: str) -> bool:
-    data = ContractAbi.load("LLMChainAccess").fn("hasRole").encode(keccak(text="ORACLE_ROLE"), address)
-    return bool(int.from_bytes(ledger.client.call(ledger.deployment.access, data), "big"))
+    return has_role(ledger.client, ledger.deployment, "ORACLE_ROLE", address)
 
 
 def _second_oracle(settings) -> Account:
