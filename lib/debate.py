@@ -84,7 +84,7 @@ class DoesNotFit(DebateError):
     """A debate whose prompts cannot fit the judges' context even with earlier reasoning cut."""
 
 
-TRIM_WORDS = (None, 120, 60, 30, 15, 0)  # the README's rule: previous reasoning cut to these lengths in turn
+TRIM_WORDS = (None, 120, 60, 30, 15, 0)  # docs/expert-queue.md's rule: previous reasoning cut to these lengths in turn
 # What a structured judge is asked for: its reasoning first, then the verdict among the allowed values.
 VERDICT_SCHEMA = {"type": "object", "properties": {
     "reasoning": {"type": "string", "maxLength": MAX_WORDS * 7},

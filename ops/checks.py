@@ -77,5 +77,5 @@ def unsafe_deployment(app_configs=None, **kwargs) -> list[checks.Error]:
         f"This deployment is not safe to start (DEBUG {'on' if settings.DEBUG else 'off'}, {chain}). "
         f"Set {', '.join(dict.fromkeys(name for name, _ in problems))}:\n{lines}",
         hint="A laptop needs none of them: DEBUG=1 (the default) with anvil on 127.0.0.1. Production: see the "
-             "README, 'Deploying' (LLMCHAIN_DEV_CHAIN=1 admits anvil's keys on a throwaway chain).",
+             "docs/operating.md, 'Deploying' (LLMCHAIN_DEV_CHAIN=1 admits anvil's keys on a throwaway chain).",
         id="llmchain.E001")]

@@ -1,5 +1,5 @@
-"""Rotating the secret that encrypts what the site keeps at rest (see the README, "Rotating the
-key-encryption secret"): the accounts' signing keys (`apps.chain`) and the registered models' API
+"""Rotating the secret that encrypts what the site keeps at rest (see docs/operating.md, "Rotating
+the key-encryption secret"): the accounts' signing keys (`apps.chain`) and the registered models' API
 keys (`apps.chat`) share one cipher, so one operation re-encrypts both."""
 
 from __future__ import annotations

@@ -175,7 +175,7 @@ class AnvilNode(LocalProcess):
     (`--preserve-historical-states` made the file and the process grow with every block: 234 MB and
     847 MB resident after ~900 interactions). A node killed without warning loses the blocks mined
     since the last write, state and blocks alike, as a real node's crash would; the submitter sends
-    their transactions again and the indexer rolls back what it folded of them (README, "The ledger").
+    their transactions again and the indexer rolls back what it folded of them (docs/ledger.md).
     `base_fee=0` gives a free-gas chain like a Besu network with min-gas-price 0; the default is a
     priced chain.
     """

@@ -1,5 +1,5 @@
 """Signals the apps above the chain app send to the ones above them, so that no app imports a
-higher one (README, "Architecture").
+higher one (docs/architecture.md, "Layers").
 
 `boards_changed(contexts=set of context ids)`: something a board shows but does not fold from the
 chain changed (a debate's outcome, a saved peer-rating run, a meta-evaluation run attached to a

@@ -1,7 +1,7 @@
 """The job machine: what every worker row has, and the one way workers take, retry and loop over it.
 
 Work that must happen is a row, never only a message (Channels messages are at most once). A job
-kind is a model plus a step function (README, "Architecture"):
+kind is a model plus a step function (docs/architecture.md, "Layers"):
 
 - the model inherits `WorkRow` (status, attempts, claimed_until, next_attempt_at, last_error) and
   narrows `status` to its own `Status` choices, which include FAILED = "failed";

@@ -1,5 +1,5 @@
 """An unsafe deployment does not start: with DEBUG=0 and nothing else set, the site and every worker
-refuse with one message that names each variable to set; with the production variables the README
+refuse with one message that names each variable to set; with the production variables docs/operating.md
 documents, `check --deploy` has nothing to say."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def run(args: list[str], var_dir: Path, **env) -> subprocess.CompletedProcess:
 
 
 def production() -> dict[str, str]:
-    """The production variables of the README's 'Deploying' section, with fresh secrets."""
+    """The production variables of docs/operating.md's 'Deploying' section, with fresh secrets."""
     return {"DEBUG": "0", "SECRET_KEY": secrets.token_urlsafe(50), "LLMCHAIN_KEY_SECRETS": secrets.token_urlsafe(32),
             "ALLOWED_HOSTS": "llmchain.example.org", "LLMCHAIN_ADMIN_KEY": "0x" + secrets.token_hex(32),
             "LLMCHAIN_ORACLE_KEY": "0x" + secrets.token_hex(32), "LLMCHAIN_RPC_URL": "https://besu.example.org:8545",

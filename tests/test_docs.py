@@ -1,0 +1,57 @@
+"""The README stays a front door and the manual in docs/ stays reachable: CI and every new session
+read the README's first code block for the two commands, and a link to a page or section that was
+renamed away sends a reader nowhere."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def anchors(path: Path) -> set[str]:
+    """GitHub's anchors for a Markdown file's headings: lower case, punctuation dropped, spaces as dashes."""
+    out = set()
+    for line in path.read_text().splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            out.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return out
+
+
+def markdown_files() -> list[Path]:
+    return [README, *sorted(DOCS.glob("*.md"))]
+
+
+def test_the_readme_starts_with_the_two_commands():
+    lines = README.read_text().splitlines()
+    assert lines[0] == "# LLMChain"
+    block = lines[lines.index("```sh") + 1:lines.index("```")]
+    assert [line.split()[:2] for line in block] == [["make", "run"], ["make", "test"]]
+
+
+def test_the_readme_is_short_enough_to_read_first():
+    assert len(README.read_text().splitlines()) <= 200
+
+
+def test_every_docs_page_is_linked_from_the_readme():
+    linked = {target.split("#")[0] for target in LINK.findall(README.read_text())}
+    pages = {f"docs/{page.name}" for page in DOCS.glob("*.md")}
+    assert pages and pages <= linked, sorted(pages - linked)
+
+
+def test_every_relative_link_reaches_a_file_and_its_section():
+    broken = []
+    for source in markdown_files():
+        for target in LINK.findall(source.read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (source.parent / path).resolve() if path else source
+            if not dest.exists():
+                broken.append(f"{source.name}: {target}")
+            elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+                broken.append(f"{source.name}: {target} (no such section)")
+    assert not broken, broken
