@@ -68,6 +68,9 @@ contract Reputation is ERC2771Context {
         bool hasReference;
         bool humanDone;
         bool reputationDone;
+        // The user owns the model (a model's owner never changes): its humEval is refused. Kept here,
+        // where autoEval reads the owner anyway, so that humEval and openBattle need no extra read.
+        bool byOwner;
         // slot 1 (all <= 1e18 < 2^64)
         uint64 sA;
         uint64 wA;
@@ -98,6 +101,7 @@ contract Reputation is ERC2771Context {
         address user; // zero = unknown battle
         bool voided; // an answer named its own model: a vote is recorded, not counted
         uint8 outcome; // 0 = no vote yet, else OUTCOME_A_BETTER..OUTCOME_BOTH_BAD
+        uint8 ownSide; // 0, or which side's model (1 = A, 2 = B) the user owns: their vote is refused
     }
 
     uint8 internal constant OUTCOME_A_BETTER = 1;
@@ -166,6 +170,7 @@ contract Reputation is ERC2771Context {
     error NotBattleUser();
     error AlreadyVoted();
     error OutcomeOutOfRange();
+    error OwnModel(bytes32 modelId, address account); // an owner neither rates nor votes on their own model
 
     // ------------------------------------------------------------------------------------
     // Events (an indexer rebuilds every score from these alone)
@@ -317,7 +322,8 @@ contract Reputation is ERC2771Context {
         }
     }
 
-    /// @notice The human part, answered by the interaction's user: six 1..5 Likert answers.
+    /// @notice The human part, answered by the interaction's user, unless they own the model
+    ///         (OwnModel): six 1..5 Likert answers.
     ///         Computes Sh, D (from block timestamps), wh and moves `Rh` in the interaction's
     ///         context and in the global context.
     function humEval(
@@ -334,6 +340,7 @@ contract Reputation is ERC2771Context {
         if (user == address(0)) revert UnknownInteraction(interactionId);
         if (_msgSender() != user) revert NotInteractionUser();
         if (!access.hasRole(USER_ROLE, user)) revert NotAUser(user); // a suspended account rates nothing
+        if (it.byOwner) revert OwnModel(_modelIdAt[it.modelIndex], user);
         if (it.humanDone) revert AlreadyEvaluated();
         if (
             !_likert(reliability) || !_likert(completeness) || !_likert(utility) || !_likert(familiarity)
@@ -400,13 +407,19 @@ contract Reputation is ERC2771Context {
     }
 
     /// @notice The battle's user votes once: 1 = A better, 2 = B better, 3 = tie, 4 = both bad.
-    ///         No role check beyond the user's own USER_ROLE (a suspended account votes nothing).
+    ///         No role check beyond the user's own USER_ROLE (a suspended account votes nothing);
+    ///         the owner of either side's model votes not at all (OwnModel).
     function vote(bytes32 battleId, uint8 outcome) external {
         Battle storage b = _battles[battleId];
         address user = b.user;
         if (user == address(0)) revert UnknownBattle(battleId);
         if (_msgSender() != user) revert NotBattleUser();
         if (!access.hasRole(USER_ROLE, user)) revert NotAUser(user);
+        uint8 ownSide = b.ownSide;
+        if (ownSide != 0) {
+            bytes32 own = ownSide == 1 ? b.interactionA : b.interactionB;
+            revert OwnModel(_modelIdAt[_interactions[own].modelIndex], user);
+        }
         if (b.outcome != 0) revert AlreadyVoted();
         if (outcome < OUTCOME_A_BETTER || outcome > OUTCOME_BOTH_BAD) revert OutcomeOutOfRange();
         b.outcome = outcome;
@@ -633,6 +646,7 @@ contract Reputation is ERC2771Context {
         it.modelIndex = m.index;
         it.contextIndex = c.index;
         it.hasReference = hasReference;
+        it.byOwner = user == m.owner;
         it.sA = uint64(sA);
         it.wA = uint64(wA);
         it.evidenceHash = keccak256(bytes(evidenceCid));
@@ -669,6 +683,8 @@ contract Reputation is ERC2771Context {
         b.interactionB = interactionB;
         b.user = user;
         b.voided = voided;
+        if (itA.byOwner) b.ownSide = 1;
+        else if (itB.byOwner) b.ownSide = 2;
         _battleOf[interactionA] = battleId;
         _battleOf[interactionB] = battleId;
         emit BattleOpened(

@@ -157,9 +157,12 @@ class ReputationModel:
     lambda_wad: int = DEFAULT_LAMBDA_WAD  # the deployment's lambda (the contract's lambdaWad())
     contexts: dict[bytes, ContextSums] = field(default_factory=lambda: {GLOBAL_CONTEXT: ContextSums()})
     models: set[bytes] = field(default_factory=set)
+    owners: dict[bytes, str] = field(default_factory=dict)  # model -> the address that added it ("" unknown)
     reps: dict[tuple[bytes, bytes], Rep] = field(default_factory=dict)
     interactions: dict[bytes, Interaction] = field(default_factory=dict)
     registered_at: dict[str, int] = field(default_factory=dict)
+    battles: dict[bytes, tuple[bytes, bytes]] = field(default_factory=dict)  # battle -> its two interactions
+    votes: dict[bytes, int] = field(default_factory=dict)  # battle -> outcome
     last_human_eval_at: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -177,10 +180,17 @@ class ReputationModel:
             raise ReputationError("context exists")
         self.contexts[context] = ContextSums()
 
-    def add_model(self, model: bytes) -> None:
+    def add_model(self, model: bytes, owner: str = "") -> None:
         if model in self.models:
             raise ReputationError("model exists")
         self.models.add(model)
+        self.owners[model] = owner
+
+    def owns(self, account: str, model: bytes) -> bool:
+        """Whether `account` added `model` (the contract's modelOwner): its owner neither rates nor
+        votes on it."""
+        owner = self.owners.get(model, "")
+        return bool(owner) and owner.lower() == account.lower()
 
     # -- evaluations ----------------------------------------------------------------------
     def auto_eval(self, iid: bytes, model: bytes, context: bytes, user: str,
@@ -209,6 +219,8 @@ class ReputationModel:
             raise ReputationError("unknown interaction")
         if sender != it.user:
             raise ReputationError("not the interaction's user")
+        if self.owns(sender, it.model):
+            raise ReputationError("the owner of the model rates it")
         if it.human_done:
             raise ReputationError("already evaluated")
         answers = (reliability, completeness, utility, familiarity, trust, uncertainty)
@@ -240,6 +252,29 @@ class ReputationModel:
             s, w = it.sh, it.wh
         for ctx in (it.context, GLOBAL_CONTEXT):
             self._move(self.reps[(it.model, ctx)], ctx, "r", s, w)
+
+    # -- arena battles (they move no score; the owner rule holds for votes as for ratings) ---------
+    def open_battle(self, battle: bytes, interaction_a: bytes, interaction_b: bytes) -> None:
+        if battle in self.battles:
+            raise ReputationError("battle exists")
+        for iid in (interaction_a, interaction_b):
+            if iid not in self.interactions:
+                raise ReputationError("unknown interaction")
+        self.battles[battle] = (interaction_a, interaction_b)
+
+    def vote(self, battle: bytes, sender: str, outcome: int) -> None:
+        sides = self.battles.get(battle)
+        if sides is None:
+            raise ReputationError("unknown battle")
+        if sender != self.interactions[sides[0]].user:
+            raise ReputationError("not the battle's user")
+        if any(self.owns(sender, self.interactions[iid].model) for iid in sides):
+            raise ReputationError("the owner of a model in the battle votes on it")
+        if battle in self.votes:
+            raise ReputationError("already voted")
+        if outcome not in (1, 2, 3, 4):
+            raise ReputationError("outcome out of range")
+        self.votes[battle] = outcome
 
     # -- reads ----------------------------------------------------------------------------
     def reputation(self, model: bytes, context: bytes) -> tuple[int, int, int, int, int]:

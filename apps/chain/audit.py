@@ -71,7 +71,8 @@ def replay(ledger: Ledger, events: list[dict]) -> ReputationModel:
     """The mirror's state after every call the events record, in chain order.
 
     Events that move no score (ModelMetadataUpdated: a model's new metadata CID) are skipped; the
-    audit compares scores only, not the LedgerModel rows."""
+    audit compares scores only, not the LedgerModel rows. Battles and votes are replayed for the rules
+    they must keep (a model's owner votes on no battle of it), which a replay error reports."""
     mirror = ReputationModel(lambda_wad=ledger.lambda_wad)
     touched: dict[tuple[str, bytes], set[str]] = defaultdict(set)
     for e in events:
@@ -93,13 +94,17 @@ def replay(ledger: Ledger, events: list[dict]) -> ReputationModel:
         elif name == "ContextAdded" and a["contextId"] != GLOBAL_CONTEXT:
             mirror.add_context(a["contextId"])
         elif name == "ModelAdded":
-            mirror.add_model(a["modelId"])
+            mirror.add_model(a["modelId"], to_checksum_address(a["owner"]))
         elif name == "AutoEvaluated":
             mirror.auto_eval(a["interactionId"], a["modelId"], a["contextId"], a["user"], a["hasReference"],
                              a["sA"], a["wA"])
         elif name == "HumanEvaluated":
             sender, timestamp, args = calls[(e["tx"], a["interactionId"])]
             mirror.hum_eval(args[0], to_checksum_address(sender), timestamp, *args[1:])
+        elif name == "BattleOpened":
+            mirror.open_battle(a["battleId"], a["interactionA"], a["interactionB"])
+        elif name == "Voted":
+            mirror.vote(a["battleId"], to_checksum_address(a["user"]), a["outcome"])
         elif name == "ReputationUpdated":
             key = (e["tx"], a["interactionId"])
             if not touched[key] & {"AutoEvaluated", "HumanEvaluated"} and key not in done_updates:
