@@ -10,6 +10,8 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
+from lib.reputation import WAD
+
 from .work import WorkRow
 
 
@@ -199,9 +201,18 @@ class Interaction(models.Model):
     reputation_tx = models.CharField(max_length=66, blank=True)
     reputation_block = models.BigIntegerField(null=True)
 
+    # A rating this soon after its rater's previous one keeps little of its weight (the time factor F_D),
+    # and the rating's page says so.
+    QUICK_SUCCESSION_MINUTES = 60
+
     class Meta:
         # The boards' refresh reads a model's rated interactions, in one context or in all of them.
         indexes = [models.Index(fields=["model_id", "context_id"])]
+
+    @property
+    def rated_in_quick_succession(self) -> bool:
+        """Whether the human rating came within QUICK_SUCCESSION_MINUTES of its rater's previous one."""
+        return self.d_minutes is not None and self.d_minutes < self.QUICK_SUCCESSION_MINUTES * WAD
 
 
 class Reputation(models.Model):

@@ -315,7 +315,7 @@ def what_it_did(interaction: Interaction, onchain, moves: list[dict]) -> str:
     move = moves[0]
     before, after = move["r"]
     model = interaction.conversation.model.name
-    if minutes < 60:
+    if minutes < LedgerInteraction.QUICK_SUCCESSION_MINUTES:
         why = f"it came {minutes:.0f} minutes after your previous rating, and ratings in quick succession count for less"
     else:
         why = "your familiarity, trust and certainty set it, and time since your previous rating raises it up to a day"

@@ -40,6 +40,7 @@ class EvaluationJob(WorkRow):
     updated_at = models.DateTimeField(default=timezone.now)
 
     SCORED_STATUSES = (Status.SCORED, Status.PINNED, Status.SUBMITTED, Status.ONCHAIN)
+    PINNED_STATUSES = (Status.PINNED, Status.SUBMITTED, Status.ONCHAIN)
     NO_SCORE = "no automatic score: no other model answered"
 
     def __str__(self) -> str:
@@ -50,10 +51,20 @@ class EvaluationJob(WorkRow):
         return [r for r in self.references or () if r.get("text") is not None]
 
     @property
+    def is_scored(self) -> bool:
+        """Whether the references are in and the answer is scored (every step from there on)."""
+        return self.status in self.SCORED_STATUSES
+
+    @property
+    def is_pinned(self) -> bool:
+        """Whether the evidence record is stored (every step from there on)."""
+        return self.status in self.PINNED_STATUSES
+
+    @property
     def has_reference(self) -> bool | None:
         """None until scored; then whether any other model answered: only then is there an automatic score
         (REPUTATION.md: without a reference, Ra is untouched)."""
-        return None if self.status not in self.SCORED_STATUSES else bool(self.answered_references())
+        return None if not self.is_scored else bool(self.answered_references())
 
 
 class DebateJob(WorkRow):

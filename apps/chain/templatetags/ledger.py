@@ -1,12 +1,27 @@
-"""{% chain_unreachable "what waits" %}: a plain sentence while the chain node does not answer."""
+"""Template filters and tags for what the chain records: `wad` shows a 1e18 fixed-point value, `get_item`
+looks a key up, and {% chain_unreachable "what waits" %} is a plain sentence while the chain node does not
+answer. They live here, in the lowest app that renders them, so that every app above can load them."""
 
 from __future__ import annotations
 
 from django import template
 
 from apps.chain.health import chain_health
+from lib.reputation import WAD
 
 register = template.Library()
+
+
+@register.filter
+def wad(value: int, digits: int = 4) -> str:
+    """A 1e18 fixed-point score as a decimal in [0, 1]."""
+    return f"{int(value) / WAD:.{digits}f}"
+
+
+@register.filter
+def get_item(mapping, key):
+    """mapping[key], or an empty list when absent (for per-field error lists)."""
+    return (mapping or {}).get(key, [])
 
 
 @register.inclusion_tag("chain/_unreachable.html")

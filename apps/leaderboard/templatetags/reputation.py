@@ -1,20 +1,12 @@
 from django import template
 
+from apps.chain.templatetags.ledger import get_item, wad
 from lib.reputation import WAD
 
 register = template.Library()
-
-
-@register.filter
-def wad(value: int, digits: int = 4) -> str:
-    """A 1e18 fixed-point score as a decimal in [0, 1]."""
-    return f"{int(value) / WAD:.{digits}f}"
-
-
-@register.filter
-def get_item(mapping, key):
-    """mapping[key], or an empty list when absent (for per-field error lists)."""
-    return (mapping or {}).get(key, [])
+# The chain's filters, for the board templates that load only this library.
+register.filter("wad", wad)
+register.filter("get_item", get_item)
 
 
 # (label, subscript) of each sortable column.
