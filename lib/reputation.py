@@ -109,10 +109,6 @@ def update(rx: int, s: int, w: int, threshold: int) -> int:
     return ((WAD - rw) * rx + rw * s) // WAD
 
 
-def to_float(x: int) -> float:
-    return x / WAD
-
-
 @dataclass
 class Rep:
     ra: int

@@ -300,7 +300,7 @@ LOGGING = {
     # Every line once, through the root's handler: Django's own "django" logger (which also takes
     # daphne's request lines, "django.channels.server") would print to its console handler and then
     # again through the root. Configuring it here drops its handlers and lets it propagate.
-    "loggers": {"django": {"level": "INFO"}, "web3": {"level": "WARNING"}, "urllib3": {"level": "WARNING"},
+    "loggers": {"django": {"level": "INFO"}, "urllib3": {"level": "WARNING"},
                 "httpx": {"level": "WARNING"}},
 }
 

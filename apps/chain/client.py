@@ -17,7 +17,6 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address
 from hexbytes import HexBytes
-from web3 import Web3
 
 from lib.errors import ServiceError
 
@@ -222,16 +221,6 @@ class ChainClient:
                 raise reply
             out[n] = {"hash": reply["hash"], "parentHash": reply["parentHash"]} if reply else None
         return out
-
-    @cached_property
-    def w3(self) -> Web3:
-        """A web3 instance on the same node, for tools that want one (PoA-aware when asked)."""
-        w3 = Web3(Web3.HTTPProvider(self.url, request_kwargs={"timeout": self.timeout}))
-        if self.poa:
-            from web3.middleware import ExtraDataToPOAMiddleware
-
-            w3.middleware_onion.inject(ExtraDataToPOAMiddleware, layer=0)
-        return w3
 
     # -- writes ------------------------------------------------------------------------------
     def fee_fields(self, max_age: float = 5.0) -> dict:

@@ -108,11 +108,6 @@ def address_slot(address: str, count: int) -> int:
     return int(address, 16) % count
 
 
-def relayer_key() -> str:
-    """The first relayer's key."""
-    return relayer_keys()[0]
-
-
 def _picked(addresses: tuple[str, ...], by: str | None) -> str:
     """The address `by` (an address or a 0x-hex id) falls to, keys.address_slot; the first without one."""
     return addresses[0] if by is None else addresses[address_slot(by, len(addresses))]

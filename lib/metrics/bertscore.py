@@ -239,10 +239,6 @@ class BERTScore:
     text_key = staticmethod(lambda text: text_key(text))
     greedy_match = staticmethod(lambda cand, ref: greedy_match(cand, ref))
 
-    def clear_cache(self) -> None:
-        with self._lock:
-            self._cache.clear()
-
     # --- scoring ---------------------------------------------------------------------------------
 
     def score_pairs(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
