@@ -31,7 +31,7 @@ What it measures, end to end through the code the site runs:
   one latency after it was enqueued, R/C when C calls/s are sustained against R offered and the
   backlog grows), the pipeline's fill time (finality) left out, as the node ceiling is counted
   over full blocks. `e2e/s` is confirmed calls / (last confirmation - first enqueue)
-  (Caliper's definition, the one the bench printed before issue 21): it includes one latency, so a
+  (Caliper's definition, the bench's earlier figure): it includes one latency, so a
   10 s step at 6 s latency reads at most 10/16 of the offered rate however fast the pipeline;
 - a step is saturated when confirmed/s falls under SATURATED_SHARE of the rate actually offered;
   by default a function's higher rates are then skipped (`--full-sweep` runs them);

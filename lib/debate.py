@@ -1,4 +1,4 @@
-"""The agent-debate protocol of ScaleEval (seed 003, section 4.1), as a pure module.
+"""The agent-debate protocol of ScaleEval (Chern et al. 2024, section 4.1), as a pure module.
 
 m judge agents compare two submissions to one question under one criterion. In round 0 each
 agent answers alone; in each later round (at most D-1 of them) every agent sees its own previous

@@ -1,4 +1,4 @@
-"""G-Eval (Liu et al. 2023; seed 004 for dialogue): an LLM judge fills in a form with a 1-5 score,
+"""G-Eval (Liu et al. 2023; Cavaliere et al.'s G-Eval-Dialogue): an LLM judge fills in a form with a 1-5 score,
 after evaluation steps it wrote itself (auto-CoT) once per criterion. Pure: no Django.
 
 The score is G-Eval's probability-weighted one, ``score = sum_s p(s) * s`` over s = 1..5:
@@ -14,7 +14,7 @@ The score is G-Eval's probability-weighted one, ``score = sum_s p(s) * s`` over 
   position the same way, normalised over the five digits; such a judgement is always usable (the
   constraint guarantees a score), and ``digit_mass`` stays the judge's own diagnostic: the
   probability it put on the digits there before the constraint;
-- from ``n`` samples when it does not (GPT-4 in the paper, Llama 3 behind GPT4All in seed 004):
+- from ``n`` samples when it does not (GPT-4 in the paper, Llama 3 behind GPT4All in G-Eval-Dialogue):
   p(s) = occurrences(s) / readable samples, ``digit_mass`` = readable samples / samples.
 
 A judge whose ``digit_mass`` on an item is below MIN_DIGIT_MASS has not answered the form: the
@@ -45,15 +45,15 @@ SCALE = (1, 2, 3, 4, 5)
 # Below half the mass on the digits, the judge mostly said something other than a score: its
 # weighted score would be a renormalised sliver of its beliefs, not its judgement.
 MIN_DIGIT_MASS = 0.5
-SAMPLES = 20  # seed 004 §4.5: n = 20 scores per item when logprobs are not available
+SAMPLES = 20  # G-Eval-Dialogue §4.5: n = 20 scores per item when logprobs are not available
 TOP_LOGPROBS = 20  # the most OpenAI (and the built-in server) return
 FORM_MAX_TOKENS = 12  # enough for "Overall Quality (1-5): 4", and for {"score": 4}
-# The form as structured output, where the judge's endpoint honours a JSON schema (issue 23).
+# The form as structured output, where the judge's endpoint honours a JSON schema.
 SCORE_FORMAT = {"type": "json_schema", "json_schema": {"name": "score", "strict": True, "schema": {
     "type": "object", "properties": {"score": {"type": "integer", "enum": [1, 2, 3, 4, 5]}}, "required": ["score"],
     "additionalProperties": False}}}
 STEPS_MAX_TOKENS = 256
-# The steps prompt asks for at most 4 steps, one per line (seed 004 §4.1). A small judge may ramble
+# The steps prompt asks for at most 4 steps, one per line (G-Eval-Dialogue §4.1). A small judge may ramble
 # on past them; what it adds is not steps, and pasted into every form it would lengthen each prompt
 # and pull the judge away from the score, so only the first MAX_STEPS non-empty lines are kept.
 MAX_STEPS = 4
@@ -132,7 +132,7 @@ def sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-# --- prompts (structure after seed 004 §4.1-4.2, wording this project's) ---------------------------
+# --- prompts (structure after G-Eval-Dialogue §4.1-4.2, wording this project's) ---------------------------
 
 def _subject(c: Criterion) -> str:
     return "the next response in a conversation between two people" if c.inputs == "dialogue" \

@@ -1,4 +1,4 @@
-"""Peer self-evaluation (seed 002): models judge each other's answers, no human and no gold answer.
+"""Peer self-evaluation (Hai Ye's method): models judge each other's answers, no human and no gold answer.
 
 For a prompt x_t, a pair of models (f_i, f_j) is judged by the answer o_k of a third model f_k:
 

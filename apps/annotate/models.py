@@ -1,4 +1,4 @@
-"""Agent debates over pairs of answers (seed 003) and the expert queue for those that end in disagreement.
+"""Agent debates over pairs of answers (ScaleEval's protocol) and the expert queue for those that end in disagreement.
 
 A Debate holds what was judged and how the agents' discussion ended; its DebateTurns are the
 transcript, one row per agent per round. A debate whose agents still disagree after the last

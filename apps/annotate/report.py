@@ -1,4 +1,4 @@
-"""Meta-evaluation of the debates against the experts (seed 003 §3.3, §6, §7): per scenario and
+"""Meta-evaluation of the debates against the experts (ScaleEval §3.3, §6, §7): per scenario and
 criterion, how often each single judge and the debate agree with the experts' verdicts.
 
 The same `debates_report()` serves the page (views.report) and `manage.py metaeval debates`.

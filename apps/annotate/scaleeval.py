@@ -1,4 +1,4 @@
-"""Import ScaleEval's recorded agent debates (seed 003; data from GAIR-NLP/scaleeval).
+"""Import ScaleEval's recorded agent debates (Chern et al. 2024; data from GAIR-NLP/scaleeval).
 
 Layout of PATH (the scaleeval folder; its results/ folder is accepted as well):
   results/<a>_vs_<b>/<criterion>/multiagent_score/<scenario>.jsonl  a JSON array (despite the name)

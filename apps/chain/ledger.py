@@ -92,7 +92,7 @@ CALLS: dict[str, CallSpec] = {
                         lambda p: (b32(p["interactionId"]), *(int(p[f]) for f in HUM_FIELDS)), 200_000),
     "updateReputation": CallSpec("reputation", lambda p: (b32(p["interactionId"]),), 150_000,
                                  "updateReputationBatch", 90_000),
-    # The arena (issue 22): the oracle opens a battle (155k measured), its user votes (36k direct).
+    # The arena: the oracle opens a battle (155k measured), its user votes (36k direct).
     "openBattle": CallSpec("reputation", lambda p: (b32(p["battleId"]), b32(p["interactionA"]),
                                                     b32(p["interactionB"]), bool(p["voided"])), 250_000,
                            "openBattleBatch", 180_000),

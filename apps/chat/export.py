@@ -1,4 +1,4 @@
-"""Take your data with you (issue 22, item 6): everything a user gave the site, as one JSON document.
+"""Take your data with you: everything a user gave the site, as one JSON document.
 
 The download holds the account (name, chain address, roles, whether it shares its prompts), every
 conversation with every turn (prompt, answer, status, the turn's on-chain id and its automatic

@@ -353,7 +353,7 @@ async def _sse_text(response: httpx.Response, outcome: dict | None = None) -> As
                 yield piece
 
 
-# --- structured output (issue 23): a JSON-schema response_format, probed once per model -------------
+# --- structured output: a JSON-schema response_format, probed once per model -------------
 
 PROBE_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
                 "required": ["answer"], "additionalProperties": False}

@@ -1,4 +1,4 @@
-"""Linking a wallet (issue 21): a user proves they hold an address's key by signing a sign-in
+"""Linking a wallet: a user proves they hold an address's key by signing a sign-in
 message (EIP-4361) in their wallet, through the browser's standard wallet interface (EIP-1193,
 `personal_sign`); the registrar then registers that address, and from then on the oracle names it as
 the user of their new answers, whose ratings their wallet signs (`eth_signTypedData_v4`): the site

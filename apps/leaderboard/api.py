@@ -62,7 +62,7 @@ class BoardRowSerializer(serializers.Serializer):
                                         "one. Not on-chain.")
     debate_games = serializers.IntegerField(help_text="Settled debates debate_elo rests on.")
     peer_elo = serializers.FloatField(allow_null=True, help_text="Elo in the context's latest peer self-evaluation "
-                                      "(seed 002: each pair of models' answers to the same prompt judged by a third "
+                                      "(each pair of models' answers to the same prompt judged by a third "
                                       "model's answer; see `peer`); null when the model was not in it, and always "
                                       "on the global board. Not on-chain.")
     peer_record = PeerRecordSerializer(allow_null=True, help_text="The comparisons peer_elo rests on; null with it.")

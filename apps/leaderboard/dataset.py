@@ -1,4 +1,4 @@
-"""The public dataset (issue 22, item 6): prompts, answers, contexts, automatic evaluations with their
+"""The public dataset: prompts, answers, contexts, automatic evaluations with their
 evidence CIDs, and questionnaires, from the users who agreed to share them (Profile.share_prompts),
 with no account names. One JSON object per answer; a conversation is named by the on-chain id of
 its first turn, which is public already.

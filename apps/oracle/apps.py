@@ -20,5 +20,5 @@ class OracleConfig(AppConfig):
         register_metric("geval", "apps.oracle.geval:GEvalMetric")
         # a debate between the running judge models (apps/oracle/debates.py), for metaeval pairs
         register_evaluator("debate", "apps.oracle.debates:DebateEvaluator")
-        # seed 002's peer judging, by the other answers to the same question (lib/selfeval.py)
+        # peer judging, by the other answers to the same question (lib/selfeval.py)
         register_evaluator("selfeval", "lib.selfeval:PeerJudge")

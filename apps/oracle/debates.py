@@ -1,4 +1,4 @@
-"""Live debates (seed 003) between the judge models over pairs of answers the site already holds.
+"""Live debates (ScaleEval, Chern et al. 2024) between the judge models over pairs of answers the site already holds.
 
 Where pairs come from:
 - `from_reference(interaction, reference)`: the interaction's answer against one reference

@@ -68,7 +68,7 @@ class EvaluationJob(WorkRow):
 
 
 class DebateJob(WorkRow):
-    """A debate to hold between the judge models over a pair of answers the site holds (seed 003).
+    """A debate to hold between the judge models over a pair of answers the site holds (ScaleEval, Chern et al. 2024).
 
     Everything the judges are shown is fixed when the job is made, the seed included, so the
     driver replays the same prompts after a crash; every reply is saved the moment it arrives
@@ -134,7 +134,7 @@ class GEvalSteps(models.Model):
 
 
 class PeerRating(models.Model):
-    """A model's rating in one context's latest peer self-evaluation (seed 002, apps.oracle.selfeval):
+    """A model's rating in one context's latest peer self-evaluation (Hai Ye's method, apps.oracle.selfeval):
     the Elo of the run's last round and its record of comparisons. Computed by the site from the
     models' answers to the same prompts, never on-chain; each run replaces all of its context's rows."""
 

@@ -1,4 +1,4 @@
-"""Peer self-evaluation (seed 002, lib.selfeval) over the site's own interactions in one context.
+"""Peer self-evaluation (Hai Ye's method, lib.selfeval) over the site's own interactions in one context.
 
 The prompts are the single-turn ones (the first interaction of a conversation, answered), grouped by
 ``prompt_key`` so that the same question asked of several models (the MT-Bench replay asks every

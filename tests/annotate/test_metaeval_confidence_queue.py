@@ -1,5 +1,5 @@
 """The expert queue shows each agent's confidence (its verdict probability from a structured reply)
-and a structured reply's reasoning in words, escaped (issue 23)."""
+and a structured reply's reasoning in words, escaped."""
 
 from __future__ import annotations
 

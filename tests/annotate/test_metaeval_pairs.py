@@ -1,6 +1,6 @@
 """`manage.py metaeval pairs FILE --evaluator NAME`: an evaluator's verdicts on pairs of answers
 against human labels, with accuracy on non-tie pairs, agreement counting ties, per category and
-system level (seed 003 §3.3); bad files are refused by line, printing no JSON."""
+system level (ScaleEval §3.3); bad files are refused by line, printing no JSON."""
 
 from __future__ import annotations
 

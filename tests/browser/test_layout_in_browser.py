@@ -1,4 +1,4 @@
-"""The pages as people use them on a phone and in the dark (issue 19): the menu folds behind a button
+"""The pages as people use them on a phone and in the dark: the menu folds behind a button
 on a phone and opens with it; the dark theme follows the system's setting; a board scrolls inside its
 frame with the model column in view; the conversation list is searched, renamed and deleted in the
 browser; the expert queue's verdict bar is on screen without scrolling, a saved verdict is confirmed,

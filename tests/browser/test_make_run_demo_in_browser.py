@@ -1,4 +1,4 @@
-"""`make run` on a fresh machine fills itself (issue 18): from an empty database, through the very
+"""`make run` on a fresh machine fills itself: from an empty database, through the very
 path `make run` takes (`manage.py migrate`, then `manage.py up`, which starts anvil, deploys, creates
 the demo accounts and starts the workers and the demo in the background), the global board ranks at
 least five models within ten minutes, the expert queue has items, and the demo developer and the demo

@@ -1,4 +1,4 @@
-"""Ratings people finish, in the browser (issue 22, item 4): the questionnaire answered by keyboard
+"""Ratings people finish, in the browser: the questionnaire answered by keyboard
 (1-5 on the focused question, Tab to the next), familiarity and trust prefilled from the user's last
 rating and shown as such, and optional reasons sent with it."""
 

@@ -1,4 +1,4 @@
-"""A wallet user, in a real browser (issue 21): the wallet is a real signer (ethers, from npm, served
+"""A wallet user, in a real browser: the wallet is a real signer (ethers, from npm, served
 from node_modules) injected as the page's EIP-1193 provider (`window.ethereum`), not a mock of the
 site. Alice links it on her account page by signing the sign-in message; her next answer is recorded
 under the wallet, she rates it, the wallet signs the request, and the rating lands on-chain as the

@@ -1,9 +1,9 @@
 """The embedded anvil's state file: what a killed node restarts from is a state its own blocks
-explain, as a real node's would be (stop 30's open defect, fault seed 1603).
+explain, as a real node's would be (the fault test's seed 1603 once restarted from one that did not).
 
 anvil's own periodic dump (`--state-interval`) reads the blocks, then waits for the state database
 that the block being mined holds: with transfers flooding in, 1 of 52 dumps held a sender's nonce at
-1,492 over 852 transactions in its blocks (measured on this machine, stop 31). A node restarted from
+1,492 over 852 transactions in its blocks (measured on this machine). A node restarted from
 such a file has nonces and storage no block explains; the submitter re-signed calls the contract
 then refused as already recorded, with no event for anyone to replay.
 """

@@ -1,4 +1,4 @@
-"""Errors in plain words with a way on (issue 19): a failed answer says what happened and whether trying
+"""Errors in plain words with a way on: a failed answer says what happened and whether trying
 again can help, with a Try again button that asks the same turn again; a rating sent from a second tab
 after the answer was rated in another one says so instead of failing silently."""
 

@@ -75,7 +75,7 @@ async def test_the_answer_streams_piece_by_piece_escaped_and_is_saved_with_its_j
 
 async def test_a_replay_model_says_plainly_it_cannot_answer_other_prompts(replay_model):
     """A question it has no recorded answer to fails with the reason: no answer is saved, so nothing is
-    evaluated, put on-chain or offered for rating (issue 18: a refusal is never an answer)."""
+    evaluated, put on-chain or offered for rating (a refusal is never an answer)."""
     from asgiref.sync import sync_to_async
     model, writing = replay_model
     alice = await sync_to_async(user)("alice")

@@ -1,4 +1,4 @@
-"""The conversation list: search, rename and delete (issue 19), each only by the conversation's owner,
+"""The conversation list: search, rename and delete, each only by the conversation's owner,
 and deletion refused while an answer's evaluation or rating is still on its way to the chain."""
 
 import secrets

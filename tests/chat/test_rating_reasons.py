@@ -1,4 +1,4 @@
-"""Ratings people finish (issue 22, item 4): familiarity and trust prefilled from the user's last
+"""Ratings people finish: familiarity and trust prefilled from the user's last
 answers, optional reasons and a comment kept with the rating on the site (never on the chain), and
 what a rating on-chain did, in words."""
 

@@ -1,4 +1,4 @@
-"""Wallet users (issue 21, item 2), on the site's side: linking a wallet by a signed sign-in message,
+"""Wallet users, on the site's side: linking a wallet by a signed sign-in message,
 and ratings their wallet signs, checked before anything is stored. The chain is replaced at its one
 adapter here (the forwarder nonce a wallet starts from, `relay.chain_nonce`); the relay itself runs
 against a real node in tests/chain/test_relay.py and in the browser in

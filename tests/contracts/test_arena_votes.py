@@ -1,4 +1,4 @@
-"""Arena battles and votes on chain (issue 22, item 2): the oracle attests that two interactions
+"""Arena battles and votes on chain: the oracle attests that two interactions
 of one user, in one context, by two models, answered one prompt (`openBattle`, ORACLE_ROLE only,
 since the contract cannot see prompts); the user votes on it once (`vote`: 1 A better, 2 B better,
 3 tie, 4 both bad), directly or relayed through the forwarder. A voided battle (an answer named its

@@ -1,4 +1,4 @@
-"""Ratings signed by their raters and relayed (issue 21, item 1): the Reputation contract trusts
+"""Ratings signed by their raters and relayed: the Reputation contract trusts
 OpenZeppelin's ERC2771Forwarder, so a relayer with no role at all submits `humEval` requests that
 their raters signed (EIP-712), many in one `executeBatch`; the contract sees the rater as the sender.
 A replay, an expired request, a request signed by someone else or addressed to another contract

@@ -5,7 +5,7 @@ The same model history is played in a context holding 1 model, in one holding 60
 a world with 40 more contexts; the gas of the model's *second* autoEval, humEval and
 updateReputation (receipt gasUsed), and of its third rating signed by the user and relayed through
 the ERC-2771 forwarder, must agree within 2%. So must an arena battle of the model against a
-filler (issue 22: `openBattle`, which brings the small context to 2 models, and the user's `vote`,
+filler (`openBattle`, which brings the small context to 2 models, and the user's `vote`,
 direct and relayed). Ids have the same byte pattern in every scenario and the human parts use the
 same answers after the same gaps, so calldata and the exp series cost the same.
 """
@@ -97,7 +97,7 @@ def gas(driver, admin, oracle):
             out["humEval"][s] = at(t2, users[s], "humEval", SECOND[s], *ANSWERS).gas_used
             out["updateReputation"][s] = at(t2, oracle, "updateReputation", SECOND[s]).gas_used
             assert driver.view("reputation", "reputation", MODEL[s], CTX[s])[3:] == (2, 2)
-        # A third: its rating signed by the user and relayed through the forwarder (issue 21), the
+        # A third: its rating signed by the user and relayed through the forwarder, the
         # relayer's whole transaction (the forwarder's checks and the humEval it makes).
         out["humEval relayed"] = {}
         relayer = new_account()
@@ -114,7 +114,7 @@ def gas(driver, admin, oracle):
             out["humEval relayed"][s] = driver.transact(relayer, "forwarder", "execute",
                                                         metatx.request_tuple(request)).gas_used
             assert driver.view("reputation", "interaction", THIRD[s])[8] is True  # humanDone
-        # Arena battles (issue 22): the model against the first filler on one prompt of the user; the
+        # Arena battles: the model against the first filler on one prompt of the user; the
         # first battle's vote sent by the user, the second's signed by the user and relayed.
         out["openBattle"], out["vote"], out["vote relayed"] = {}, {}, {}
         t4 = t3 + 5_400

@@ -1,4 +1,4 @@
-"""λ chosen by the deployment (issue 22, item 5): the Reputation contract takes the time constant of
+"""λ chosen by the deployment: the Reputation contract takes the time constant of
 F_D at deployment, keeps it (lambdaWad), refuses one outside [1e-6, 0.03] per minute, and weighs
 ratings by it exactly as the mirror does with the same λ."""
 

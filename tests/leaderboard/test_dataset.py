@@ -1,4 +1,4 @@
-"""Take the data with you (issue 22, item 6): a user downloads everything they gave as JSON; the public
+"""Take the data with you: a user downloads everything they gave as JSON; the public
 dataset holds only the answers of users who agreed to share them, without names, addresses or
 comments, as JSONL and as a Hugging Face folder (data file + dataset card), with progress."""
 

@@ -1,4 +1,4 @@
-"""Structured verdicts, verdict probabilities and debates that fit (lib/debate.py, issue 23)."""
+"""Structured verdicts, verdict probabilities and debates that fit (lib/debate.py)."""
 
 from __future__ import annotations
 

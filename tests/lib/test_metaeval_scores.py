@@ -1,4 +1,4 @@
-"""Correlation of absolute scores with human scores (lib/metaeval.py, seed 004): Pearson,
+"""Correlation of absolute scores with human scores (lib/metaeval.py, G-Eval-Dialogue): Pearson,
 Spearman and Kendall tau-b, pooled and averaged per dialogue context. Expected values are worked
 out by hand in the comments."""
 

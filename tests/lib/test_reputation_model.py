@@ -518,7 +518,7 @@ MirrorInvariants.TestCase.settings = settings(max_examples=150, stateful_step_co
 test_after_any_sequence_scores_stay_in_range_and_context_sums_stay_exact = MirrorInvariants.TestCase
 
 
-# --- lambda, fixed by the deployment (issue 22, item 5) ------------------------------------------
+# --- lambda, fixed by the deployment ------------------------------------------
 
 @pytest.mark.parametrize("lam", [10**12, 10**15, 5 * 10**15, 10**16, 3 * 10**16])
 @pytest.mark.parametrize("d_minutes", [1, 60, 1440])

@@ -1,4 +1,4 @@
-"""Peer self-evaluation (seed 002): a third model's answer decides each pair, Elo ranks the models.
+"""Peer self-evaluation (Hai Ye's method): a third model's answer decides each pair, Elo ranks the models.
 
 Most tests use a word-overlap scorer with BERTScore's encode/greedy-match interface, so that every
 win, tie and loss can be worked out by hand; one runs the real BERTScore on a tiny folder.

@@ -1,4 +1,4 @@
-"""The production topology, run on this machine (issue 20, item 5).
+"""The production topology, run on this machine.
 
 The processes are the ones `deploy/systemd/` starts, each from its unit's own `ExecStart` line (the
 venv's python swapped for this one, `%i` for the instance): two web processes (daphne), two chain

@@ -1,4 +1,4 @@
-"""`manage.py selfeval`: the seed-002 peer self-evaluation of a response folder or of a context's
+"""`manage.py selfeval`: the peer self-evaluation (Hai Ye's method) of a response folder or of a context's
 interactions, an Elo table and, last, one JSON line. The real BERTScore scores every comparison."""
 
 from __future__ import annotations

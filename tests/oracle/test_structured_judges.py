@@ -1,4 +1,4 @@
-"""Structured verdicts through the gateway (issue 23): the probe, remembered per model; an endpoint
+"""Structured verdicts through the gateway: the probe, remembered per model; an endpoint
 that ignores response_format falls back to the strict parser; the built-in model always gives a
 verdict with its probabilities."""
 

@@ -1,4 +1,4 @@
-"""The abuse suite's limits (issue 20, items 3 and 4), tried as an attacker would: password guessing
+"""The abuse suite's limits, tried as an attacker would: password guessing
 on every door, bursts past the rates (and the usual ways around them), tokens past their time,
 sign-ups under the site's own names or without the invitation, self-rating and rating stuffing,
 suspended accounts and models, lists too long to serve. Each attempt is refused with a clear error,

@@ -1,6 +1,6 @@
 """Contract calls from the wrong roles, sent the way the site sends everything (the outbox, the
 submitter, a real chain): the contracts refuse them, the outbox records the refusal, and nothing
-reaches the boards (issue 20, item 4)."""
+reaches the boards."""
 
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ def _job_json(job: DebateJob) -> dict:
 
 
 class Command(BaseCommand):
-    help = "Live debates (seed 003) between the judge models over answers the site holds."
+    help = "Live debates (ScaleEval, Chern et al. 2024) between the judge models over answers the site holds."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)

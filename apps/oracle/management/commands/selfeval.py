@@ -1,4 +1,4 @@
-"""python manage.py selfeval: the peer self-evaluation of seed 002 (lib.selfeval).
+"""python manage.py selfeval: the peer self-evaluation after Hai Ye's method (lib.selfeval).
 
     selfeval --responses DIR      one file per model, one response per line (the seed's folder)
     selfeval --context C          the single-turn answers of a context's models (name or id)
@@ -33,7 +33,7 @@ def find_context(raw: str) -> Context:
 
 
 class Command(BaseCommand):
-    help = "Rank models by peer self-evaluation (seed 002): BERTScore against a third model's answer, Elo."
+    help = "Rank models by peer self-evaluation (Hai Ye's method): BERTScore against a third model's answer, Elo."
 
     def add_arguments(self, parser):
         source = parser.add_mutually_exclusive_group(required=True)
