@@ -15,12 +15,13 @@ from channels.db import database_sync_to_async
 from channels.layers import InMemoryChannelLayer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.template.loader import get_template, render_to_string
 
 
-from . import conversations, limits
+from . import conversations, limits, moderation
 from .models import Conversation, Interaction
 from .replay import replay_questions
 
@@ -30,6 +31,7 @@ FALLBACK_POLL_S = 3.0  # the in-memory channel layer only: how often a socket lo
 SLOT_TTL_S = 120  # a socket's place in its user's quota lasts this long unless refreshed
 SLOT_REFRESH_S = 45
 CLOSE_TOO_MANY = 4429  # the close code when a user has too many chat sockets open
+CLOSE_SUSPENDED = 4403
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -57,6 +59,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         self.group = f"conversation-{self.conversation.pk}"
         await self.channel_layer.group_add(self.group, self.channel_name)
+        # Suspending the account reaches every socket it holds (moderation.end_open_sockets).
+        self.account = moderation.account_group(self.scope["user"].id)
+        await self.channel_layer.group_add(self.account, self.channel_name)
         # Workers push each evaluation's progress through the channel layer once it commits
         # (apps/oracle/notify.py). The in-memory layer of `make run` cannot carry a push from the worker
         # processes, so only there the socket also looks at the rows, every FALLBACK_POLL_S.
@@ -101,6 +106,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             self.answering.cancel()
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
+        if getattr(self, "account", None):
+            await self.channel_layer.group_discard(self.account, self.channel_name)
         if self.slot is not None and await cache.aget(self.slot) == self.channel_name:
             await cache.adelete(self.slot)
 
@@ -141,6 +148,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 self.answering.cancel()
             return
         user, prompt = self.scope["user"], data.get("prompt", "")
+        if not await self._account_open(user.pk):  # suspended since the socket opened
+            await self.account_suspended({})
+            return
         wait = await sync_to_async(limits.take)("prompts", user.pk)  # the API's "prompts" rate, shared
         if wait is not None:
             await self.send(render_to_string("chat/_error.html", {"pane": self.pane, "message": (
@@ -206,6 +216,18 @@ class ChatConsumer(AsyncWebsocketConsumer):
         questions = replay_questions(self.conversation)
         return "" if questions is None else render_to_string("chat/_replay_questions.html", {
             "conversation": self.conversation, "questions": questions, "oob": True})
+
+    @database_sync_to_async
+    def _account_open(self, user_id: int) -> bool:
+        return get_user_model().objects.filter(pk=user_id, is_active=True).exists()
+
+    async def account_suspended(self, event):
+        """The account was suspended: the answer streaming stops and the socket closes."""
+        if self.answering is not None and not self.answering.done():
+            self.answering.cancel()
+        await self.send(render_to_string("chat/_error.html", {"pane": self.pane, "message": (
+            "This account has been suspended by the site's operator: this chat is closed.")}))
+        await self.close(code=CLOSE_SUSPENDED)
 
     async def evaluation_update(self, event):
         """Pushed by the oracle's workers when an evaluation moves on."""

@@ -5,6 +5,10 @@ offline whatever its owner does. Both are lifted the same way."""
 
 from __future__ import annotations
 
+import logging
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
@@ -16,8 +20,25 @@ from apps.chain.models import OutboxItem
 from . import roles
 from .models import Profile, Rating, RegisteredModel
 
+log = logging.getLogger(__name__)
 User = get_user_model()
 SUSPENDED = "the account was suspended by the site's operator"
+
+
+def account_group(user_id: int) -> str:
+    """The channel-layer group every chat socket of one account joins."""
+    return f"account-{user_id}"
+
+
+def end_open_sockets(user_id: int) -> None:
+    """Close every chat socket the account holds open, an answer streaming in one included."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(account_group(user_id), {"type": "account.suspended"})
+    except Exception as exc:  # a socket also checks the account before each prompt it takes
+        log.warning("could not close the sockets of account %s: %s", user_id, exc)
 
 
 def suspend_account(user, reason: str = "") -> bool:
@@ -38,6 +59,7 @@ def suspend_account(user, reason: str = "") -> bool:
             status=Rating.Status.FAILED, error=SUSPENDED)
         for address in filter(None, (profile.address, profile.wallet_address)):  # a linked wallet rates nothing either
             roles.queue_role_call(address, "user", "revokeRole")
+        transaction.on_commit(lambda: end_open_sockets(user.pk))
     return True
 
 
