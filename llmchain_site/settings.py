@@ -196,6 +196,10 @@ LLMCHAIN_RATES = {
     "signups": os.environ.get("LLMCHAIN_RATE_SIGNUPS", "10/hour"),
     "tokens": os.environ.get("LLMCHAIN_RATE_TOKENS", "30/min"),
     "models": os.environ.get("LLMCHAIN_RATE_MODELS", "20/hour"),
+    # the chat page's helpers as the user types: the context suggestion (the encoder runs each time)
+    # and the live token count (the model's endpoint is asked when the text is new)
+    "suggestions": os.environ.get("LLMCHAIN_RATE_SUGGESTIONS", "30/min"),
+    "counts": os.environ.get("LLMCHAIN_RATE_COUNTS", "60/min"),
     # how often one anonymous address may make /verify/ or /annotate/report/ recompute (it is shown
     # the last copy otherwise): every visitor of the same chain block and data shares one copy
     "rebuilds": os.environ.get("LLMCHAIN_RATE_REBUILDS", "6/min"),
@@ -324,8 +328,13 @@ LLMCHAIN_HEALTH_INTERVAL_S = float(os.environ.get("LLMCHAIN_HEALTH_INTERVAL_S", 
 LLMCHAIN_ANSWER_MAX_TOKENS = int(os.environ.get("LLMCHAIN_ANSWER_MAX_TOKENS", "256"))
 # Chat sockets one account may hold open at once (tabs, devices); one more is refused with a message.
 LLMCHAIN_CHAT_SOCKETS_PER_USER = int(os.environ.get("LLMCHAIN_CHAT_SOCKETS_PER_USER", "8"))
+# The conversation search reads at most this many of the user's latest messages.
+LLMCHAIN_SEARCH_MESSAGES = int(os.environ.get("LLMCHAIN_SEARCH_MESSAGES", "5000"))
 # The built-in model server `make run` starts (python manage.py serve_model).
 LLMCHAIN_BUILTIN_MODEL_URL = os.environ.get("LLMCHAIN_BUILTIN_MODEL_URL", "http://127.0.0.1:8100/v1")
+# Where the built-in model server `make run` starts says what it does while it starts (serve_model
+# --status-file): the site shows the model as "starting", with its progress, until it answers.
+LLMCHAIN_BUILTIN_STATUS_FILE = Path(os.environ.get("LLMCHAIN_BUILTIN_STATUS_FILE", VAR_DIR / "builtin-model.json"))
 # Where serve_model keeps the built-in model once converted; empty: var/models/<the model's name>.
 LLMCHAIN_MODEL_CACHE = os.environ.get("LLMCHAIN_MODEL_CACHE", "")
 # The key serve_model requires as `Authorization: Bearer` (its --api-key); empty: none.

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from django.contrib.auth import get_user_model
+from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -113,3 +116,37 @@ def set_share_prompts(user, share: bool) -> bool:
     return bool(Profile.objects.filter(user=user).exclude(share_prompts=share).update(
         share_prompts=share, share_prompts_changed_at=timezone.now()))
 
+
+
+# --- logging in --------------------------------------------------------------------------------------
+
+WRONG_LOGIN = "Your user name and password didn't match."
+# Said only to whoever gives the right password: a guesser learns nothing, the account's owner learns
+# why the door stays shut (not the reason, which is the operator's to tell).
+SUSPENDED_LOGIN = ("This account is suspended by the site's operator: it cannot log in for now. "
+                   "Write to the operator if you think this is a mistake.")
+
+
+class LoginForm(AuthenticationForm):
+    error_messages = MappingProxyType({**AuthenticationForm.error_messages, "invalid_login": WRONG_LOGIN})
+
+    def clean(self):
+        try:
+            return super().clean()
+        except ValidationError:
+            name, password = self.cleaned_data.get("username"), self.cleaned_data.get("password")
+            account = User.objects.filter(username=name, profile__suspended_at__isnull=False,
+                                          profile__is_service=False).first()
+            if account is not None and password and account.check_password(password):
+                raise ValidationError(SUSPENDED_LOGIN, code="suspended") from None
+            raise
+
+
+def landing_page(user) -> str:
+    """Where an account lands after logging in with no page asked for: where its work waits."""
+    profile = getattr(user, "profile", None)
+    if profile is not None and profile.is_expert:
+        return "annotate"  # the annotation queue
+    if profile is not None and profile.is_developer:
+        return "models"
+    return "chat"

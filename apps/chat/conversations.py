@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -83,18 +85,25 @@ def delete_conversation(user, conversation: Conversation) -> None:
     conversation.delete()
 
 
+SEARCH_MAX_QUERY = 100  # characters of a search query; the rest is ignored
+
+
 def search_conversations(user, query: str = "") -> QuerySet:
-    """The user's conversations, latest first; with a query, those whose name, model, context or any
-    message (prompt or answer) holds it, case-insensitively."""
+    """The user's conversations, latest first; with a query, those whose name, model, context or one
+    of the user's latest LLMCHAIN_SEARCH_MESSAGES messages (prompt or answer) holds it,
+    case-insensitively. The query is cut at SEARCH_MAX_QUERY characters."""
     # Arena sides not voted on yet stay off the list: it names each conversation's model.
     mine = Conversation.objects.filter(user=user).exclude(
         arena=True, battle_as_a__status="answering").exclude(arena=True, battle_as_b__status="answering").select_related(
         "model", "context")
-    query = " ".join((query or "").split())[:200]
+    query = " ".join((query or "").split())[:SEARCH_MAX_QUERY]
     if not query:
         return mine
-    matching = Interaction.objects.filter(Q(prompt__icontains=query) | Q(answer__icontains=query)).values(
-        "conversation_id")
+    # A LIKE reads every row it is given: only the user's own, and only so many of the latest.
+    latest = Interaction.objects.filter(conversation__user=user).order_by("-id").values("id")[
+        :settings.LLMCHAIN_SEARCH_MESSAGES]
+    matching = Interaction.objects.filter(Q(prompt__icontains=query) | Q(answer__icontains=query),
+                                          id__in=latest).values("conversation_id")
     return mine.filter(Q(title__icontains=query) | Q(model__name__icontains=query)
                        | Q(context__name__icontains=query) | Q(pk__in=matching))
 
@@ -209,7 +218,18 @@ async def measure_fit(conversation: Conversation, prompt: str, *, before: int | 
     messages = await sync_to_async(messages_for)(conversation, prompt, before)
     gateway = gateway or Gateway()
     endpoint = await sync_to_async(endpoint_of)(model)
-    counted = await gateway.count_tokens(endpoint, messages)
+    # A tokenizer gives the same count for the same text: asked once per text (and, for an endpoint
+    # without one, once in 30 s), not at each keystroke's pause nor again when the text is sent.
+    version = f"{model.pk}:{model.updated_at.timestamp()}"
+    digest = hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()
+    count_key, none_key = f"chat:tokens:{version}:{digest}", f"chat:no-tokenizer:{version}"
+    counted = await cache.aget(count_key)
+    if counted is None and not await cache.aget(none_key):
+        counted = await gateway.count_tokens(endpoint, messages)
+        if counted is None:
+            await cache.aset(none_key, True, 30)
+        else:
+            await cache.aset(count_key, counted, 600)
     limit = counted[1] if counted else None
     if limit is None:
         key = f"chat:context-length:{model.pk}:{model.updated_at.timestamp()}"

@@ -24,10 +24,11 @@ async def _check(gateway: Gateway, model: RegisteredModel) -> str:
     return ""
 
 
-def run_checks(gateway: Gateway | None = None) -> dict[str, str]:
-    """Check every enabled endpoint model at once; returns {name: error or ""}."""
+def run_checks(gateway: Gateway | None = None, names: list[str] | None = None) -> dict[str, str]:
+    """Check every enabled endpoint model (or those named) at once; returns {name: error or ""}."""
     gateway = gateway or Gateway(retries=0)
-    models = list(RegisteredModel.objects.filter(enabled=True, kind=RegisteredModel.Kind.OPENAI))
+    models = RegisteredModel.objects.filter(enabled=True, kind=RegisteredModel.Kind.OPENAI)
+    models = list(models if names is None else models.filter(name__in=names))
 
     async def check_all():
         return await asyncio.gather(*(_check(gateway, m) for m in models))

@@ -37,7 +37,7 @@ def end_open_sockets(user_id: int) -> None:
         return
     try:
         async_to_sync(layer.group_send)(account_group(user_id), {"type": "account.suspended"})
-    except Exception as exc:  # a socket also checks the account before each prompt it takes
+    except Exception as exc:  # noqa: BLE001 - a socket also checks the account before each prompt it takes
         log.warning("could not close the sockets of account %s: %s", user_id, exc)
 
 

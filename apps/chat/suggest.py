@@ -1,9 +1,13 @@
 """Suggest a context for a prompt by embedding similarity (the bundled MiniLM encoder): each
-context is profiled by a few example requests and the latest prompts people asked in it."""
+context is profiled by a few example requests and the latest prompts asked in it by people who
+share their prompts (the public dataset's), never anyone else's: a score would tell how close a
+guess comes to a private prompt."""
 
 from __future__ import annotations
 
 from functools import lru_cache
+
+from django.db.models import Q
 
 from apps.chain.models import Context
 from lib.reputation import GLOBAL_CONTEXT_ID
@@ -29,7 +33,7 @@ EXAMPLES = {
     "humanities": ["Discuss the causes of the French Revolution", "Compare two philosophers' views on ethics",
                    "What is the significance of this novel in its era?"],
 }
-RECENT = 20  # latest prompts per context added to its profile
+RECENT = 20  # latest shared prompts per context added to its profile
 
 
 @lru_cache(maxsize=1)
@@ -46,9 +50,11 @@ def suggest(prompt: str, contexts: list[Context] | None = None) -> list[tuple[Co
         Context.objects.exclude(context_id=GLOBAL_CONTEXT_ID).order_by("name"))
     if not prompt or not contexts:
         return []
+    # The site's own accounts (the MT-Bench replay) ask public questions.
+    shared = (Q(conversation__user__profile__share_prompts=True) | Q(conversation__user__profile__is_service=True))
     texts = {}
     for c in contexts:
-        recent = list(Interaction.objects.filter(conversation__context=c).order_by("-id")
+        recent = list(Interaction.objects.filter(shared, conversation__context=c).order_by("-id")
                       .values_list("prompt", flat=True)[:RECENT])
         texts[c.context_id] = [c.name, *EXAMPLES.get(c.name, []), *(p[:1000] for p in recent)]
     from lib.embeddings import rank

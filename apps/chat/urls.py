@@ -5,7 +5,7 @@ from . import views
 
 urlpatterns = [
     path("signup/", views.signup, name="signup"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("account/", views.account, name="account"),
     path("account/export.json", views.account_export, name="account-export"),
@@ -13,6 +13,7 @@ urlpatterns = [
     path("account/wallet/link", views.wallet_link, name="wallet-link"),
     path("chat/", views.chat, name="chat"),
     path("chat/models", views.chat_models, name="chat-models"),
+    path("chat/builtin-status", views.chat_builtin_status, name="chat-builtin-status"),
     path("chat/new", views.chat_new, name="chat-new"),
     path("chat/suggest", views.chat_suggest, name="chat-suggest"),
     path("chat/conversations", views.chat_conversations, name="chat-conversations"),

@@ -8,17 +8,18 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.views.decorators.http import require_POST
 
 from apps.chain.models import Context, LedgerModel, OutboxItem
 from apps.chain.models import Interaction as LedgerInteraction
 from lib.reputation import GLOBAL_CONTEXT_ID
 
-from . import accounts, arena, conversations, export, limits, ratings, registry, wallet
+from . import accounts, arena, builtin, conversations, export, limits, ratings, registry, wallet
 from .health import chat_choices
 from .models import COMMENT_MAX, QUESTIONNAIRE, REASON_TAGS, Battle, Conversation, Interaction, Rating, RegisteredModel
 from .replay import replay_questions
@@ -56,6 +57,15 @@ def signup(request):
         "invitation": request.POST.get("invitation", request.GET.get("invitation", ""))}, status=status)
 
 
+class LoginView(auth_views.LoginView):
+    """Django's login, saying plainly when the account is suspended, and landing each role where its work is."""
+
+    form_class = accounts.LoginForm
+
+    def get_default_redirect_url(self):
+        return resolve_url(accounts.landing_page(self.request.user))
+
+
 @login_required
 def chat(request, errors=None, status=200):
     contexts = _contexts()
@@ -63,7 +73,19 @@ def chat(request, errors=None, status=200):
     models = chat_choices(context) if context else []
     return render(request, "chat/index.html", {
         "contexts": contexts, "context": context, "models": models, "errors": errors or {},
-        **_conversation_list(request)}, status=status)
+        "builtin_starting": builtin.startup_note(), **_conversation_list(request)}, status=status)
+
+
+@login_required
+def chat_builtin_status(request):
+    """While the built-in model starts, what it is doing (the chat page asks every 3 s); once it
+    answers, the context's model list with it, and the asking stops (htmx's 286)."""
+    note = builtin.startup_note()
+    if note is not None:
+        return render(request, "chat/_builtin_starting.html", {"builtin_starting": note})
+    context = Context.objects.filter(context_id=request.GET.get("context", "")).first()
+    models = chat_choices(context) if context else []
+    return render(request, "chat/_builtin_starting.html", {"builtin_up": True, "models": models}, status=286)
 
 
 def _conversation_list(request) -> dict:
@@ -109,6 +131,11 @@ def conversation_count(request, pk):
     if len(prompt) > conversations.MAX_PROMPT:
         return render(request, "chat/_prompt_count.html", {"too_long": True, "text": (
             f"{len(prompt):,} characters: this site takes at most {conversations.MAX_PROMPT:,} in one message.")})
+    wait = limits.take("counts", request.user.pk)
+    if wait is not None:  # the model's endpoint is not asked; sending still checks the length
+        return render(request, "chat/_prompt_count.html", {"text": (
+            f"{len(prompt):,} characters (the token count pauses for {limits.wait_words(wait)}: it was asked "
+            "many times in a short time).")})
     fit = async_to_sync(conversations.measure_fit)(conv, prompt)
     if fit is None:
         return render(request, "chat/_prompt_count.html", {"text": f"{len(prompt):,} characters."})
@@ -182,7 +209,11 @@ def rating(request, pk):
 
 @login_required
 def chat_suggest(request):
-    """The contexts closest to what the user is about to ask (htmx fragment)."""
+    """The contexts closest to what the user is about to ask (htmx fragment), LLMCHAIN_RATES["suggestions"]
+    per user: each one runs the encoder."""
+    wait = limits.take("suggestions", request.user.pk)
+    if wait is not None:  # a fragment htmx swaps in (it leaves a 429 unswapped): the box says why it paused
+        return render(request, "chat/_suggestion.html", {"paused": limits.wait_words(wait)})
     ranked = suggest(request.GET.get("prompt", "")[:2000])[:3]
     # The arena's page asks too: its links start a battle in the context instead of a chat.
     page = "arena" if request.GET.get("for") == "arena" else "chat"
@@ -219,7 +250,9 @@ def conversation(request, pk):
 
 
 def models_index(request):
-    models = RegisteredModel.objects.select_related("owner").prefetch_related("contexts")
+    models = list(RegisteredModel.objects.select_related("owner").prefetch_related("contexts"))
+    for m in models:
+        m.starting = builtin.starting(m)
     profile = accounts.profile_of(request.user)
     return render(request, "chat/models.html", {"models": models, "can_register": bool(profile and profile.is_developer)})
 
@@ -297,6 +330,7 @@ def model_page(request, pk):
     model = get_object_or_404(RegisteredModel.objects.prefetch_related("contexts"), pk=pk)
     onchain = LedgerModel.objects.filter(model_id=model.model_id).first()
     queued = OutboxItem.objects.filter(key=f"addModel:{model.model_id}").first()
+    model.starting = builtin.starting(model)
     return render(request, "chat/model.html", {"model": model, "onchain": onchain, "queued": queued,
                                                "is_owner": request.user.id == model.owner_id})
 

@@ -41,3 +41,14 @@ def test_every_page_carries_the_policy(client, path):
     assert policy["connect-src"] == "'self'"  # htmx's requests and the chat's websocket, this host only
     assert policy["object-src"] == policy["base-uri"] == policy["frame-ancestors"] == "'none'"
     assert "unsafe" not in response["Content-Security-Policy"]
+
+
+@pytest.mark.django_db
+def test_the_api_docs_page_needs_no_inline_code_or_styles_and_every_page_links_it(client):
+    docs = client.get("/api/docs")
+    assert docs.status_code == 200
+    body = docs.content.decode()
+    assert [what for what, pattern in INLINE.items() if pattern.search(body)] == []
+    assert re.search(r'<script src="[^"]*\?script=?"', body)  # drf-spectacular's script, from a URL
+    for path in ("/", "/login/", "/models/"):
+        assert 'href="/api/docs"' in client.get(path).content.decode(), path

@@ -23,9 +23,11 @@ from apps.chain.ledger import Deployment, default_client
 from apps.chain.models import Reputation
 from apps.chain.node import AnvilNode
 from apps.chat.builtin import ensure_builtin_model
+from apps.chat.health import run_checks
 from apps.leaderboard import entries
 from apps.leaderboard.models import BoardEntry
 from bench.common import manage_py
+from modelserver.progress import StartupStatus, read_status
 
 from ...demo import ROLE_PAGES, DemoAccount, ensure_accounts
 
@@ -57,9 +59,15 @@ class Command(BaseCommand):
             children.append(self._child("chain", "work"))
             if not no_model:
                 model_url = urlparse(settings.LLMCHAIN_BUILTIN_MODEL_URL)
+                builtin = ensure_builtin_model()  # with the key serve_model requires, if one is set
+                status = StartupStatus(Path(settings.LLMCHAIN_BUILTIN_STATUS_FILE))
+                status.step("launching")  # the server takes over the file once it has imported torch
                 children.append(self._child("serve_model", "--host", model_url.hostname or "127.0.0.1",
-                                            "--port", str(model_url.port or 8100)))
-                self.stdout.write(f"model: built-in {ensure_builtin_model().name} at {settings.LLMCHAIN_BUILTIN_MODEL_URL}")
+                                            "--port", str(model_url.port or 8100),
+                                            "--status-file", str(status.path)))
+                threading.Thread(target=self._offer_when_up, args=(builtin.name, status.path), daemon=True).start()
+                self.stdout.write(f"model: built-in {builtin.name} at {settings.LLMCHAIN_BUILTIN_MODEL_URL} "
+                                  "(shown as starting until it answers)")
             children.append(self._child("oracle", "work"))  # scores answers; also runs the health checks
             children.append(self._child("debate", "work"))  # holds the debates asked for with `debate`
             if not no_demo:
@@ -94,6 +102,22 @@ class Command(BaseCommand):
                 time.sleep(0.3)
         self.stdout.write(sign_in_text(site_url(addr), no_demo, accounts))
         announced.set()
+
+    @staticmethod
+    def _offer_when_up(name: str, status_file: Path) -> None:
+        """Check the built-in model as soon as its server says it serves, so that chat offers it then
+        rather than at the oracle worker's next health check."""
+        while True:
+            status = read_status(status_file)
+            if status is not None and status.get("state") == "serving":
+                break
+            if status is not None and status.get("state") == "failed":
+                return
+            time.sleep(1)
+        for _ in range(10):  # it serves: a refused check is the machine's load, try again shortly
+            if not run_checks(names=[name]).get(name):
+                return
+            time.sleep(3)
 
     @staticmethod
     def _child(*args: str) -> subprocess.Popen:

@@ -12,8 +12,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from modelserver.api import DEFAULT_MODEL_NAME, ServerConfig
-from modelserver.loading import ModelLoadError, load_model
-from modelserver.server import ModelServer
+from modelserver.progress import StartupStatus, conversion_progress
 
 
 def default_cache_dir() -> Path:
@@ -35,29 +34,45 @@ class Command(BaseCommand):
                             help="where the converted model is kept (default: LLMCHAIN_MODEL_CACHE or var/models/)")
         parser.add_argument("--threads", type=int, default=None, help="torch threads (default: half the cores)")
         parser.add_argument("--context-length", type=int, default=2048, help="prompt plus answer, in tokens")
+        parser.add_argument("--status-file", type=Path, default=None,
+                            help="write what the server is doing while it starts here (JSON; the site shows it)")
 
     def handle(self, *args, host, port, api_key, model_name, cache_dir, threads, context_length, verbosity,
-               **opts):
+               status_file=None, **opts):
         if verbosity >= 2:
             logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
         cache_dir = cache_dir or default_cache_dir()
         if verbosity >= 1:
             self.stdout.write(f"Loading {model_name} (cache: {cache_dir}; the first run converts the GGUF)")
             self.stdout.flush()
+        status = StartupStatus(status_file)
+        status.step("loading")
+        status.beat()
+        # torch and transformers take seconds to import: after the status says the server is loading.
+        from modelserver.loading import ModelLoadError, load_model
+        from modelserver.server import ModelServer
+
         try:
-            model = load_model(cache_dir, threads=threads)
+            with conversion_progress(status):
+                model = load_model(cache_dir, threads=threads)
         except ModelLoadError as exc:
+            status.failed(str(exc))
             raise CommandError(str(exc)) from exc
         config = ServerConfig(model_name=model_name, api_key=api_key or None, context_length=context_length)
         try:
             server = ModelServer((host, port), model, config)
         except OSError as exc:
+            status.failed(f"cannot listen on {host}:{port}: {exc}")
             raise CommandError(f"cannot listen on {host}:{port}: {exc}") from exc
+        status.serving(server.url)
 
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         signal.signal(signal.SIGINT, lambda *_: stop.set())
         self.stdout.write(f"Serving {model_name} on {server.url} (Ctrl-C stops it)")
         self.stdout.flush()
-        server.serve_until(stop)
+        try:
+            server.serve_until(stop)
+        finally:
+            status.stopped()
         self.stdout.write("Model server stopped")

@@ -1,0 +1,88 @@
+"""The built-in model's first start says what it is doing: while its server loads (or converts)
+the model, the site shows it as "starting" with the step and its progress, not as "not answering",
+and the chat page offers it as soon as it answers."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from django.urls import reverse
+
+from apps.chain.models import Context
+from apps.chat.builtin import BUILTIN_NAME, starting
+from apps.chat.models import RegisteredModel
+from modelserver.progress import StartupStatus, read_status
+from tests.chat.factories import make_contexts
+from tests.chat.test_chat_limits import endpoint_model
+from tests.personas import user
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def builtin(settings, tmp_path):
+    settings.LLMCHAIN_BUILTIN_STATUS_FILE = tmp_path / "builtin-model.json"
+    make_contexts("writing")
+    model = endpoint_model("http://127.0.0.1:9/v1", BUILTIN_NAME)
+    RegisteredModel.objects.filter(pk=model.pk).update(name=BUILTIN_NAME, healthy=False)
+    return RegisteredModel.objects.get(pk=model.pk), StartupStatus(settings.LLMCHAIN_BUILTIN_STATUS_FILE)
+
+
+def test_a_converting_built_in_model_is_shown_starting_with_its_progress(client, builtin):
+    model, status = builtin
+    status.step("converting", 109, 272)
+    assert starting(model) == "converting its weights (the first start only), 40%"
+    listed = client.get(reverse("models")).content.decode()
+    assert "starting: converting its weights (the first start only), 40%" in listed and "not answering" not in listed
+    assert "starting: converting" in client.get(reverse("model", args=[model.pk])).content.decode()
+    client.force_login(user("alice"), backend="apps.chat.limits.AccountBackend")
+    page = client.get(reverse("chat")).content.decode()
+    assert "The built-in model is starting (converting its weights (the first start only), 40%)" in page
+    assert reverse("chat-builtin-status") in page  # the note asks again until the model answers
+
+
+def test_once_it_answers_the_chat_page_offers_it_and_stops_asking(client, builtin):
+    model, status = builtin
+    client.force_login(user("alice"), backend="apps.chat.limits.AccountBackend")
+    status.step("loading")
+    assert client.get(reverse("chat-builtin-status")).status_code == 200
+    status.serving("http://127.0.0.1:9/v1")
+    assert "checking that it answers" in client.get(reverse("chat-builtin-status")).content.decode()
+    RegisteredModel.objects.filter(pk=model.pk).update(healthy=True)  # the check the start ran passed
+    writing = Context.objects.get(name="writing")
+    up = client.get(reverse("chat-builtin-status"), {"context": writing.context_id})
+    assert up.status_code == 286  # htmx stops polling
+    assert "The built-in model is up" in up.content.decode()
+    assert f'<option value="{model.pk}" selected>{BUILTIN_NAME}</option>' in up.content.decode()
+
+
+def test_a_start_that_died_is_not_shown_as_starting_for_ever(builtin):
+    model, status = builtin
+    status.step("converting", 10, 272)
+    data = json.loads(status.path.read_text())
+    status.path.write_text(json.dumps({**data, "updated": time.time() - 600}))
+    assert read_status(status.path) is None and starting(model) is None
+
+
+@pytest.mark.slow
+def test_a_first_start_reports_its_conversion_tensor_by_tensor(tmp_path):
+    from modelserver.loading import load_model
+    from modelserver.progress import conversion_progress
+
+    written = []
+
+    class Recorded(StartupStatus):
+        def _write(self):
+            super()._write()
+            written.append(read_status(self.path))
+
+    status = Recorded(tmp_path / "status.json")
+    with conversion_progress(status):
+        load_model(tmp_path / "cache", threads=1)
+    steps = [w["step"] for w in written]
+    assert steps[0] == "converting" and steps[-1] == "finishing"
+    converting = [(w["done"], w["total"]) for w in written if w["step"] == "converting"]
+    assert converting[0][0] == 0 and converting[0][1] > 100  # SmolLM2's tensors, counted
+    assert [done for done, _ in converting] == sorted(done for done, _ in converting)
