@@ -224,8 +224,7 @@ def test_a_developer_registers_a_model_and_it_reaches_the_chain(site, page, shot
         key=f"register:{address}", status="confirmed").exists(), 60)
 
     log_in(page, "devon")
-    expect(page).to_have_url(re.compile(r"/chat/$"))
-    page.goto("/models/")
+    expect(page).to_have_url(re.compile(r"/models/$"))  # a developer lands on the models
     page.get_by_role("link", name="Register a model").click()
     expect(page).to_have_url(re.compile(r"/models/new$"))
 
