@@ -55,3 +55,11 @@ def test_every_relative_link_reaches_a_file_and_its_section():
             elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
                 broken.append(f"{source.name}: {target} (no such section)")
     assert not broken, broken
+
+
+def test_every_setting_read_from_the_environment_is_documented():
+    settings = (ROOT / "llmchain_site" / "settings.py").read_text()
+    read = set(re.findall(r"[\"'](LLMCHAIN_[A-Z0-9_]+)[\"']", settings))
+    documented = set(re.findall(r"LLMCHAIN_[A-Z0-9_]+", (DOCS / "operating.md").read_text()))
+    missing = sorted(read - documented)
+    assert read and not missing, f"say what {missing} are for in docs/operating.md, 'Settings (environment)'"
