@@ -1,19 +1,23 @@
 """Where the ledger stands, for pages and operators: is the node reachable, how far behind its head
 are the indexed tables, what waits to be sent, and which sender lanes cannot progress (and why).
 
-Pages ask `chain_health()`, which probes the node with a short timeout at most once every
-HEALTH_TTL_S per process (the answer is cached), so an outage costs a page one second at most and
-never a probe per request.
+Pages ask `chain_health()`, which never waits on the node: it answers from the last probe (kept in
+the cache for every process that shares it), and when that is older than HEALTH_TTL_S a background
+thread of this process probes again with a short timeout while the page goes on with what it has.
+A paused or vanished node thus costs a page nothing; it shows as unreachable within a probe's
+timeout plus HEALTH_TTL_S.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db.models import Count
 
+from . import relay
+from .background import cached_read
 from .client import ChainClient, ChainError
 from .indexer import cursor_name
 from .ledger import Deployment, Ledger
@@ -21,25 +25,42 @@ from .models import ChainTransaction, IndexerCursor, OutboxItem, Sender
 
 log = logging.getLogger(__name__)
 HEALTH_TTL_S = 5
-_CACHE_KEY = "chain:health"
+PROBE_TIMEOUT_S = 1.0
+# The first page a process serves waits this long at most for the first probe (a dead port answers at
+# once; a paused node does not, and then the page goes on without the answer).
+FIRST_WAIT_S = 0.3
 
 
-def probe(timeout: float = 1.0) -> dict:
-    """The node's head and last final block, and the indexer's cursor: never raises."""
-    out = {"reachable": False, "error": "", "head": None, "final": None, "indexed": None}
+def probe_node(timeout: float = PROBE_TIMEOUT_S, *, url: str | None = None, deployment=None) -> dict:
+    """The node's head and last final block (the RPC part of a probe; this site's node and deployment
+    unless given): never raises."""
+    out = {"reachable": False, "error": "", "head": None, "final": None}
     try:
-        deployment = Deployment.load(settings.LLMCHAIN_DEPLOYMENT)
+        deployment = Deployment.load(deployment or settings.LLMCHAIN_DEPLOYMENT)
     except (FileNotFoundError, ValueError, KeyError) as exc:
         out["error"] = f"no deployment: {exc}"
         return out
-    client = ChainClient(settings.LLMCHAIN_RPC_URL, poa=settings.LLMCHAIN_POA, timeout=timeout, retries=0)
-    ledger = Ledger(client, deployment)
+    client = ChainClient(url or settings.LLMCHAIN_RPC_URL, poa=settings.LLMCHAIN_POA, timeout=timeout, retries=0)
     try:
-        out["head"], out["final"] = ledger.head_and_final()
+        out["head"], out["final"] = Ledger(client, deployment).head_and_final()
+        # How far the chain's clock runs ahead of this machine's (a development node may skip days).
+        out["clock_offset"] = int(client.get_block("latest")["timestamp"], 16) - int(time.time())
         out["reachable"] = True
-    except ChainError:
+    except (ChainError, KeyError, TypeError, ValueError):
         out["error"] = "the chain node does not answer"  # the URL stays out of pages
-    cursor = IndexerCursor.objects.filter(name=cursor_name(ledger)).first()
+    return out
+
+
+def with_cursor(found: dict) -> dict:
+    """`found` (a node probe) with the indexer's cursor and how far behind the head it is."""
+    out = {**found, "indexed": None}
+    try:
+        deployment = relay.deployment()
+    except (ValueError, KeyError):
+        deployment = None
+    if deployment is None:
+        return out
+    cursor = IndexerCursor.objects.filter(name=cursor_name(Ledger(None, deployment))).first()
     out["indexed"] = cursor.last_block if cursor else None
     if out["reachable"] and out["indexed"] is not None:
         out["behind"] = max(out["head"] - out["indexed"], 0)
@@ -47,13 +68,37 @@ def probe(timeout: float = 1.0) -> dict:
     return out
 
 
+def probe(timeout: float = PROBE_TIMEOUT_S) -> dict:
+    """The node's head and last final block, and the indexer's cursor: never raises (it waits for the
+    node up to `timeout`: for commands, not pages)."""
+    return with_cursor(probe_node(timeout))
+
+
+def _last() -> dict:
+    """The last probe's answer about the node (probed again in the background once HEALTH_TTL_S old);
+    "reachable" is None before any probe answered."""
+    url, path = settings.LLMCHAIN_RPC_URL, settings.LLMCHAIN_DEPLOYMENT  # as the page has them now
+    # Per node and deployment: a site (or a test) moved to another node does not inherit an answer.
+    found = cached_read(f"chain:health:{url}:{path}", lambda: probe_node(url=url, deployment=path),
+                        fresh_s=HEALTH_TTL_S, wait_s=FIRST_WAIT_S)
+    return found or {"reachable": None, "error": "not probed yet", "head": None, "final": None}
+
+
 def chain_health() -> dict:
-    """`probe()`, cached for HEALTH_TTL_S in this process's cache."""
-    found = cache.get(_CACHE_KEY)
-    if found is None:
-        found = probe()
-        cache.set(_CACHE_KEY, found, HEALTH_TTL_S)
-    return found
+    """Whether the node answers and how far behind it the indexed tables are, without waiting on the
+    node (one query: the indexer's cursor)."""
+    return with_cursor(_last())
+
+
+def reachable() -> bool:
+    """False only when the node's last probe failed: no query, no wait."""
+    return _last()["reachable"] is not False
+
+
+def chain_now() -> int:
+    """The chain's clock (unix seconds) as of the last probe, without waiting on the node: this
+    machine's clock plus how far the chain's latest block was ahead of it."""
+    return int(time.time()) + max(0, _last().get("clock_offset") or 0)
 
 
 def status() -> dict:

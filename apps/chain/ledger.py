@@ -256,20 +256,25 @@ def default_ledger() -> Ledger:
 
 def deployment_lambda() -> tuple[int, bool]:
     """The lambda of F_D (1e18 per minute) of this site's Reputation contract and whether it was read
-    from the chain: it is fixed at deployment, so it is read once per deployment and kept in the
-    cache; LLMCHAIN_DECAY_LAMBDA (what a new deployment would get) while the chain cannot be read."""
-    from django.core.cache import cache
+    from the chain: it is fixed at deployment, so it is read once per deployment (in the background:
+    a page never waits for it) and kept in the cache; LLMCHAIN_DECAY_LAMBDA (what a new deployment
+    would get) until it could be read."""
+    from .background import cached_read
 
     try:
         deployment = Deployment.load(settings.LLMCHAIN_DEPLOYMENT)
     except FileNotFoundError:
         return lambda_wad_from(settings.LLMCHAIN_DECAY_LAMBDA), False
-    key = f"chain:lambda:{deployment.chainId}:{deployment.reputation.lower()}"
-    found = cache.get(key)
-    if found is None:
+    url, poa = settings.LLMCHAIN_RPC_URL, settings.LLMCHAIN_POA
+
+    def read() -> int | None:
         try:
-            found = Ledger(default_client(), deployment).lambda_wad
+            return Ledger(ChainClient(url, poa=poa, timeout=5.0, retries=0), deployment).lambda_wad
         except (ChainError, ValueError):
-            return lambda_wad_from(settings.LLMCHAIN_DECAY_LAMBDA), False
-        cache.set(key, found, None)
+            return None
+
+    found = cached_read(f"chain:lambda-read:{deployment.chainId}:{deployment.reputation.lower()}", read,
+                        fresh_s=None, wait_s=0.5, keep_s=None)
+    if found is None:
+        return lambda_wad_from(settings.LLMCHAIN_DECAY_LAMBDA), False
     return found, True

@@ -27,7 +27,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.chain import metatx, outbox, relay
+from apps.chain import metatx, outbox, relay, work
 from apps.chain.keys import oracle_address
 from apps.chain.models import ArenaBattle, OutboxItem
 
@@ -167,7 +167,7 @@ def vote(user, battle: Battle, outcome: str, signed_request=None) -> Battle:
     if not updated:  # another tab voted meanwhile
         raise ValidationError({"vote": ["You already voted on this battle: one vote per battle."]})
     battle.refresh_from_db()
-    advance(battle)
+    work.wake_on_commit(ratings.WORKER_CHANNEL)  # the worker sends it (`advance`): a vote never waits on the chain
     return battle
 
 
@@ -213,7 +213,8 @@ def advance_waiting(limit: int = 200) -> int:
 
 
 def refresh(battle: Battle) -> Battle:
-    """Bring the status in line with the outbox and the indexed chain."""
+    """The battle with its status as the outbox and the indexed chain have it now, in memory: pages
+    call it and write nothing; `settle_battles` (the worker) writes it."""
     if battle.status == Battle.Status.QUEUED:
         items = [battle.open_item, battle.vote_item]
         failed = next((i for i in items if i is not None and i.status == OutboxItem.Status.FAILED), None)
@@ -221,8 +222,19 @@ def refresh(battle: Battle) -> Battle:
             battle.status, battle.error = Battle.Status.FAILED, f"{failed.function} refused: {failed.last_error}"
         elif ArenaBattle.objects.filter(battle_id=battle.battle_id, outcome__isnull=False).exists():
             battle.status = Battle.Status.ONCHAIN
-        Battle.objects.filter(pk=battle.pk).update(status=battle.status, error=battle.error)
     return battle
+
+
+def settle_battles(limit: int = 500) -> int:
+    """Write what `refresh` finds for queued battles (the oracle's worker): how many changed."""
+    moved = 0
+    for battle in Battle.objects.filter(status=Battle.Status.QUEUED).select_related(
+            "open_item", "vote_item").order_by("pk")[:limit]:
+        refresh(battle)
+        if battle.status != Battle.Status.QUEUED:
+            moved += Battle.objects.filter(pk=battle.pk, status=Battle.Status.QUEUED).update(
+                status=battle.status, error=battle.error)
+    return moved
 
 
 def summary(battle: Battle) -> dict:

@@ -10,12 +10,13 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
-from apps.chain import metatx, outbox, relay
+from apps.chain import metatx, outbox, relay, work
 from apps.chain.client import ChainError
 from apps.chain.keys import relayer_address
-from apps.chain.ledger import default_ledger, deployment_lambda
+from apps.chain.health import chain_now
+from apps.chain.ledger import deployment_lambda
 from apps.chain.models import Interaction as LedgerInteraction
-from apps.chain.models import OutboxItem, ReputationChange
+from apps.chain.models import OutboxItem, Registration, ReputationChange
 from lib.reputation import GLOBAL_CONTEXT_ID, decay_factor, likert_ok, minutes_since
 
 from .accounts import same_person
@@ -83,6 +84,8 @@ def prefill(user, interaction: Interaction) -> dict[str, int]:
 WALLET_NEEDED = ("Your wallet signs this in your browser: allow this page's script and your wallet, then send it "
                  "again.")
 SIGN_AGAIN = "sign the rating again"
+# The oracle's worker queues saved ratings and votes (apps/oracle/worker.py): woken when one is saved.
+WORKER_CHANNEL = "oracle-jobs"
 
 
 def auto_item(interaction: Interaction) -> OutboxItem | None:
@@ -162,8 +165,10 @@ def _signed_request(interaction: Interaction, signer: str, clean: dict, raw) -> 
 
 
 def submit_rating(user, interaction: Interaction, answers: dict) -> Rating:
-    """Save the rating and queue it on-chain now, or as soon as the interaction's autoEval is. A wallet
-    user's rating comes with the request their wallet signed (`signed_request`)."""
+    """Save the rating, and only that: the oracle's worker queues it on-chain (`queue_waiting_ratings`)
+    as soon as the interaction's autoEval is, so that sending a rating never waits on the chain
+    (signing a relayed request reads the forwarder's nonce and the chain's clock). A wallet user's
+    rating comes with the request their wallet signed (`signed_request`)."""
     clean = check_rating(user, interaction, answers)
     signer = signer_of(interaction)
     request = _signed_request(interaction, signer, clean, answers.get("signed_request")) if needs_wallet(
@@ -172,7 +177,7 @@ def submit_rating(user, interaction: Interaction, answers: dict) -> Rating:
         with transaction.atomic():
             rating = Rating.objects.create(interaction=interaction, user=user, signer=signer, request=request,
                                            **clean)
-            queue_rating(rating)
+            work.wake_on_commit(WORKER_CHANNEL)
     except IntegrityError:  # two submissions at once: the first wins
         raise ValidationError({"form": [ALREADY_RATED]}) from None
     return rating
@@ -264,7 +269,8 @@ def queue_waiting(interaction: Interaction) -> None:
 
 
 def refresh(rating: Rating) -> Rating:
-    """Bring the status in line with the outbox."""
+    """The rating with its status as the outbox and the indexed chain have it now, in memory: pages
+    call it and write nothing; `settle_ratings` (the worker) writes it."""
     if rating.status == Rating.Status.QUEUED:
         items = [rating.hum_item, rating.update_item]
         if any(i.status == OutboxItem.Status.FAILED for i in items):
@@ -276,26 +282,54 @@ def refresh(rating: Rating) -> Rating:
         elif all(i.status == OutboxItem.Status.CONFIRMED for i in items) and LedgerInteraction.objects.filter(
                 interaction_id=rating.interaction.interaction_id).exclude(reputation_tx="").exists():
             rating.status = Rating.Status.ONCHAIN  # confirmed and indexed: the page can show the moves
-        Rating.objects.filter(pk=rating.pk).update(status=rating.status, error=rating.error)
     return rating
 
 
+def queue_waiting_ratings(limit: int = 200) -> int:
+    """Queue every saved rating whose interaction's autoEval is queued now (the oracle's worker, on
+    every pass): how many went out."""
+    moved = 0
+    for rating in Rating.objects.filter(status=Rating.Status.WAITING).select_related(
+            "interaction").order_by("pk")[:limit]:
+        try:
+            with transaction.atomic():
+                moved += queue_rating(rating)
+        except ChainError as exc:  # signing reads the chain: the rating waits for the next pass
+            log.info("rating %s waits for the chain: %s", rating.pk, exc)
+    return moved
+
+
+def settle_ratings(limit: int = 500) -> int:
+    """Write what `refresh` finds for queued ratings (the oracle's worker, on every pass): how many
+    changed."""
+    moved = 0
+    done = Q(hum_item__status=OutboxItem.Status.FAILED) | Q(
+        update_item__status__in=[OutboxItem.Status.FAILED, OutboxItem.Status.CONFIRMED])
+    for rating in Rating.objects.filter(done, status=Rating.Status.QUEUED).select_related(
+            "interaction", "hum_item", "update_item").order_by("pk")[:limit]:
+        refresh(rating)
+        if rating.status != Rating.Status.QUEUED:
+            moved += Rating.objects.filter(pk=rating.pk, status=Rating.Status.QUEUED).update(
+                status=rating.status, error=rating.error)
+    return moved
+
+
 def weight_preview(address: str) -> dict | None:
-    """What D and FD a rating sent now would get (block timestamps; None if the chain is away)."""
-    try:
-        ledger = default_ledger()
-        now = int(ledger.client.request("eth_getBlockByNumber", ["latest", False])["timestamp"], 16)
-        last, = ledger.view("reputation", "lastHumanEvalAt", address)
-        first = not last
-        if first:
-            last, = ledger.view("identity", "registeredAt", address)
-        lam, _ = deployment_lambda()  # as the contract will use it (read once per deployment)
-    except (ChainError, FileNotFoundError, ValueError) as exc:
-        log.info("no weight preview: %s", exc)
-        return None
+    """What D and FD a rating sent now would get, from the indexed tables (the previous rating's block
+    time, or the registration's) and the chain's clock as last probed: no call to the node. None
+    before the address is registered on-chain."""
+    previous = (LedgerInteraction.objects.filter(user__iexact=address).exclude(human_tx="")
+                .order_by("-human_block").values_list("human_tx", flat=True).first())
+    last = None
+    if previous:
+        last = ReputationChange.objects.filter(tx_hash=previous).values_list("timestamp", flat=True).first()
+    first = not previous
+    if first:
+        last = Registration.objects.filter(address__iexact=address).values_list("registered_at", flat=True).first()
     if not last:
         return None
-    d = minutes_since(now - int(last))
+    lam, _ = deployment_lambda()  # as the contract will use it (read once per deployment)
+    d = minutes_since(max(chain_now() - int(last), 0))
     return {"minutes": d / 10**18, "fd": decay_factor(d, lam) / 10**18, "first": first,
             "full_fd": decay_factor(minutes_since(86_400), lam) / 10**18, "lambda": lam / 10**18}
 

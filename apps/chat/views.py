@@ -402,7 +402,7 @@ def rating_prepare(request, pk):
     interaction = _own_interaction(request, pk)
     rating = getattr(interaction, "rating", None)
     try:
-        if rating is not None and ratings.can_sign_again(rating):
+        if rating is not None and ratings.can_sign_again(ratings.refresh(rating)):
             return JsonResponse(ratings.prepare_again(request.user, rating))
         return JsonResponse(ratings.prepare(request.user, interaction, request.POST))
     except ValidationError as exc:
@@ -418,7 +418,7 @@ def rating_sign_again(request, pk):
     interaction = _own_interaction(request, pk)
     errors = None
     try:
-        ratings.sign_again(request.user, get_object_or_404(Rating, interaction=interaction),
+        ratings.sign_again(request.user, ratings.refresh(get_object_or_404(Rating, interaction=interaction)),
                            request.POST.get("signed_request"))
     except ValidationError as exc:
         errors = exc.message_dict

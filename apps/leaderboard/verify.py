@@ -18,7 +18,6 @@ The served side is this site's board table (`boards.build_board`) or another sit
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
@@ -307,33 +306,61 @@ def rebuild_from_chain(ledger: Ledger, store=None, *, to_block: int | None = Non
                        answers_unreadable=len(voted) - len(answers) if style else 0, style_checked=style)
 
 
-# The verify page rebuilds at most once per chain head and process: visitors in the same block share
-# the rebuild, and a head that moved without any event of the contracts only re-reads the state.
-CHAIN_CACHE_S = 10
+# The verify page rebuilds once per block: visitors of the same block share the rebuild, and a block
+# reached without any event of the contracts only re-reads the state.
+CHAIN_CACHE_S = 600
 REBUILD_MAX_AGE_S = 60  # names (IPFS) are re-read at least this often
-_rebuild_lock = threading.Lock()
 
 
-def cached_chain_boards(ledger: Ledger, store=None) -> ChainBoards:
-    """`rebuild_from_chain` at the current head, shared for a few seconds keyed by the head block."""
+def chain_at_block(ledger: Ledger, block: int, store=None) -> ChainBoards:
+    """`rebuild_from_chain` up to `block`, kept in the cache per block; from the last rebuild when no
+    event of the contracts came since (the state is read again at `block`)."""
     d = ledger.deployment
-    key = f"verify:chain:{d.chainId}:{d.reputation.lower()}:{d.deployBlock}"
-    locked = _rebuild_lock.acquire(timeout=30)
-    try:
-        head = ledger.client.block_number()
-        previous: ChainBoards | None = cache.get(key)
-        if previous is not None and previous.head == head:
-            return previous
-        if previous is not None and previous.head < head and time.time() - previous.built_at < REBUILD_MAX_AGE_S \
-                and not ledger.client.logs([d.identity, d.reputation], previous.head + 1, head):
-            chain = replace(previous, head=head, issues=check_state(ledger, previous.last, previous.contexts, head))
-        else:
-            chain = rebuild_from_chain(ledger, store, to_block=head)
-        cache.set(key, chain, CHAIN_CACHE_S)
+    where = f"{d.chainId}:{d.reputation.lower()}:{d.deployBlock}"
+    chain = cache.get(f"verify:chain-at:{where}:{block}")
+    if chain is not None:
         return chain
-    finally:
-        if locked:
-            _rebuild_lock.release()
+    previous: ChainBoards | None = cache.get(f"verify:chain-last:{where}")
+    if previous is not None and previous.head < block and time.time() - previous.built_at < REBUILD_MAX_AGE_S \
+            and not ledger.client.logs([d.identity, d.reputation], previous.head + 1, block):
+        chain = replace(previous, head=block, issues=check_state(ledger, previous.last, previous.contexts, block))
+    else:
+        chain = rebuild_from_chain(ledger, store, to_block=block)
+    cache.set(f"verify:chain-at:{where}:{block}", chain, CHAIN_CACHE_S)
+    if previous is None or previous.head <= block:
+        cache.set(f"verify:chain-last:{where}", chain, CHAIN_CACHE_S)
+    return chain
+
+
+def served_at_block(context_id: str, cursor: str, tries: int = 5) -> tuple[int | None, ServedBoard]:
+    """This site's board of `context_id` and the block it was folded up to (the indexer's cursor, None
+    before anything was indexed): the indexer moves its cursor in the transaction that folds, so a
+    board read between two equal readings of the cursor is the board at that block."""
+    from apps.chain.models import IndexerCursor
+
+    def block() -> int | None:
+        return IndexerCursor.objects.filter(name=cursor).values_list("last_block", flat=True).first()
+
+    at = block()
+    for _ in range(tries):
+        served = SiteBoards().board(context_id)
+        after = block()
+        if after == at:
+            return at, served
+        at = after
+    return at, SiteBoards().board(context_id)
+
+
+def check_at_block(ledger: Ledger, context_id: str, served: ServedBoard, block: int, store=None) -> dict:
+    """The served board (at `block`) against the chain's rebuild at that very block: what the verify
+    page shows. The rebuild is shared between contexts and visitors of the same block; it touches no
+    database, so it may run in a background thread."""
+    chain = chain_at_block(ledger, block, store)
+    if served.context_name is None and context_id not in chain.contexts:
+        return {"unknown": True}
+    contexts = [(c, name) for c, name in chain.contexts.items() if c != GLOBAL_CONTEXT_ID]
+    return {"report": check_board(context_id, served, chain), "chain": chain,
+            "contexts": sorted(contexts, key=lambda c: c[1].casefold())}
 
 
 def visitor_ledger(rpc_url: str, reputation: str, identity: str | None = None, from_block: int = 0,

@@ -11,7 +11,8 @@ import time
 from django.conf import settings
 
 from apps.chain.work import run_worker
-from apps.chat.arena import advance_waiting
+from apps.chat import ratings
+from apps.chat.arena import advance_waiting, settle_battles
 from apps.chat.health import run_checks
 
 from . import jobs
@@ -34,8 +35,10 @@ def run_once(metric) -> int:
         except Exception:
             log.exception("oracle: a pass failed; its jobs are retried after their lease")
             raise
-    # Arena votes whose two answers are on-chain now follow them (openBattle, then the vote).
-    return len(claimed) + jobs.confirm_onchain() + advance_waiting()
+    # Saved ratings and arena votes go on their way here, never in the request that saved them: a
+    # rating follows its answer's autoEval, a vote its two answers' (openBattle, then the vote).
+    return (len(claimed) + jobs.confirm_onchain() + ratings.queue_waiting_ratings() + ratings.settle_ratings()
+            + settle_battles() + advance_waiting())
 
 
 def run_forever(metric=None, idle_sleep: float = 0.5, health: bool = True) -> None:

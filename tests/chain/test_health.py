@@ -4,7 +4,9 @@ chain is unreachable (a rating given meanwhile is saved and will be sent)."""
 from __future__ import annotations
 
 import pytest
+from django.core.cache import cache
 from django.test import Client
+from django.urls import reverse
 
 from apps.chain import indexer
 from apps.chain.ledger import Deployment
@@ -47,7 +49,9 @@ def test_while_the_chain_is_unreachable_the_rating_says_it_is_saved_and_will_be_
     assert Rating.objects.get(interaction=interaction).status == "waiting"  # accepted and kept
     assert "The chain is unreachable right now; your rating is saved and will be sent." in sent
     status = client.get("/chain/status").content.decode()
-    assert "The chain is unreachable right now" in status
+    assert "is not answering right now" in status and "saved here and sent when it is back" in status
+    top = client.get(reverse("conversation", args=[interaction.conversation.pk])).content.decode()
+    assert top.index("chain-banner") < top.index('class="rating"'), "said at the top, not only under the form"
     assert dead not in status and dead not in sent  # the node's address stays out of pages
 
 
@@ -55,8 +59,9 @@ def test_when_the_chain_answers_nothing_is_said(answered, settings, tmp_path, mo
     from apps.chain import health
 
     alice, interaction = answered
-    monkeypatch.setattr(health, "probe", lambda timeout=1.0: {"reachable": True, "head": 9, "final": 9,
-                                                              "indexed": 9, "behind": 0, "error": ""})
+    monkeypatch.setattr(health, "probe_node", lambda timeout=1.0, **where: {"reachable": True, "head": 9, "final": 9,
+                                                                           "error": ""})
+    cache.clear()
     client = Client()
     client.force_login(alice)
     form = client.get(f"/chat/interactions/{interaction.pk}/rating").content.decode()

@@ -10,7 +10,7 @@ from apps.chain.keys import oracle_address
 from apps.chain.models import OutboxItem
 from apps.chat.conversations import begin_interaction, finish_interaction, start_conversation
 from apps.chat.models import Profile, Rating
-from apps.chat.ratings import queue_waiting, submit_rating
+from apps.chat.ratings import queue_waiting, queue_waiting_ratings, submit_rating
 from apps.chat.registry import ModelFields, register_model
 from apps.oracle.models import EvaluationJob
 from tests.personas import developer, outsider, user
@@ -62,10 +62,13 @@ def test_a_rating_before_the_interaction_is_on_chain_waits_and_is_not_lost(answe
     assert update.function == "updateReputation" and update.payload == {"interactionId": interaction.interaction_id}
 
 
-def test_a_rating_after_the_interaction_is_queued_goes_out_at_once(answered):
+def test_a_rating_is_only_saved_when_sent_and_the_worker_queues_it_on_its_next_pass(answered):
     alice, interaction = answered
     auto_eval_queued(interaction)
     rating = submit_rating(alice, interaction, GOOD)
+    assert rating.status == "waiting" and not OutboxItem.objects.filter(function="humEval").exists()
+    assert queue_waiting_ratings() == 1 and queue_waiting_ratings() == 0
+    rating.refresh_from_db()
     assert rating.status == "queued" and rating.hum_item.depends_on.function == "autoEval"
 
 

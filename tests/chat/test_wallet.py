@@ -144,6 +144,7 @@ def test_an_answer_from_before_the_link_is_still_rated_with_the_sites_key(answer
     _link(alice)
     assert not ratings.needs_wallet(interaction)
     ratings.submit_rating(alice, interaction, GOOD)
+    ratings.queue_waiting_ratings()
     hum = OutboxItem.objects.get(function="humEval")
     assert hum.signer == alice.profile.address and hum.request["signature"] != "0x"
     request = metatx.from_json(hum.request)

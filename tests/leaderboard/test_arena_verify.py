@@ -26,7 +26,7 @@ from lib import arena as lib_arena
 from lib import records
 from lib.reputation import GLOBAL_CONTEXT_ID
 from tests.chain.conftest import drain, ledger, ledger_node, rand_id, reindex, world  # noqa: F401  (fixtures)
-from tests.leaderboard.test_verify import metadata
+from tests.leaderboard.test_verify import checked, metadata
 
 pytestmark = pytest.mark.chain
 ARENA_KEYS = [key for key, _ in ARENA_COLUMNS + STYLE_COLUMNS]
@@ -239,11 +239,10 @@ def test_answers_the_verifier_cannot_read_are_said_and_left_out_of_its_style_fit
 @pytest.mark.django_db
 def test_the_page_compares_the_arena_columns(arena_world, client):
     w = arena_world
-    html = client.get("/verify/", {"context": w["context"]}).content.decode()
+    html = checked(client, context=w["context"]).content.decode()
     assert "The served board matches the chain: 3 models" in html, html[:3000]
     assert 'data-column="arena_elo"' in html and 'data-column="style_elo"' in html
     assert f"Arena: {VOTES} counted votes rebuilt from the BattleOpened and Voted events" in html
     ArenaEntry.objects.filter(context_id=w["context"], model_id=w["models"]["gamma"]).update(battles=99)
-    w["ledger"].client.request("evm_mine", [])  # the page's check is kept per block and board version
-    html = client.get("/verify/", {"context": w["context"]}).content.decode()
+    html = checked(client, context=w["context"]).content.decode()  # a changed board is checked anew
     assert html.count('class="mismatch"') == 1 and 'data-column="battles" class="mismatch"' in html

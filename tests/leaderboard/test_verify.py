@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from io import StringIO
 from pathlib import Path
@@ -51,6 +52,16 @@ def _no_cached_chain():
 
 
 # --- the comparison alone ----------------------------------------------------------------------
+
+def checked(client, **params):
+    """The verify page once its check is made: until then it says it is checking (and reloads itself)."""
+    deadline = time.monotonic() + 60
+    while True:
+        page = client.get("/verify/", params)
+        if b'id="checking"' not in page.content or time.monotonic() > deadline:
+            return page
+        time.sleep(0.2)
+
 
 def row(model: int, r: float, n: int = 6, **kw) -> BoardRow:
     fields = dict(model_id="0x" + f"{model:02x}" * 32, name=f"m{model}", r=int(r * WAD), ra=WAD // 2, rh=WAD // 2,
@@ -132,26 +143,30 @@ def test_the_chain_side_is_rebuilt_without_any_database(fresh_chain, admin, orac
     assert "on-chain is (Ra 0." in issues[0].text and "nAuto 4, nHuman 5)" in issues[0].text
 
 
-def test_the_page_replays_the_events_once_per_change_of_the_chain(fresh_chain, admin, monkeypatch, tmp_path):
+def test_the_chain_is_rebuilt_once_per_block_and_replayed_only_when_events_came(fresh_chain, admin, monkeypatch,
+                                                                               tmp_path):
     d = fresh_chain
     node_ledger = Ledger(d.client, d.deployment)
     store = CidReader(LocalBlobStore(tmp_path))
-    first = verify.cached_chain_boards(node_ledger, store)
-    again = verify.cached_chain_boards(node_ledger, store)  # the same block: the cached rebuild
-    assert (again.head, again.built_at) == (first.head, first.built_at)
+    head = d.client.block_number()
+    first = verify.chain_at_block(node_ledger, head, store)
+    again = verify.chain_at_block(node_ledger, head, store)  # the same block: the cached rebuild
+    assert (again.head, again.built_at) == (first.head, first.built_at) == (head, first.built_at)
 
     def no_replay(*args):
         raise AssertionError("the events were replayed although none was added")
 
     monkeypatch.setattr(verify, "fetch_all", no_replay)
-    d.client.request("evm_mine", [])  # a new head without any event of the contracts
-    same = verify.cached_chain_boards(node_ledger, store)
-    assert same.head == first.head + 1 and same.rows == first.rows and same.ok  # the state re-read there
+    d.client.request("evm_mine", [])  # a new block without any event of the contracts
+    same = verify.chain_at_block(node_ledger, head + 1, store)
+    assert same.head == head + 1 and same.rows == first.rows and same.ok  # the state re-read there
 
     monkeypatch.undo()
     d.transact(admin, "reputation", "addContext", b"\xc8" * 32, "haiku")
-    fresh = verify.cached_chain_boards(node_ledger, store)
-    assert fresh.head == same.head + 1 and fresh.contexts["0x" + "c8" * 32] == "haiku"
+    fresh = verify.chain_at_block(node_ledger, head + 2, store)
+    assert fresh.head == head + 2 and fresh.contexts["0x" + "c8" * 32] == "haiku"
+    assert "0x" + "c8" * 32 not in verify.chain_at_block(node_ledger, head + 1, store).contexts, \
+        "the chain at an earlier block is the chain at that block"
 
 
 def test_without_a_database_even_the_ipfs_reader_stays_off_it(tmp_path):
@@ -342,7 +357,7 @@ def test_a_visitor_verifies_a_live_site_with_only_a_node_and_the_addresses(board
 @pytest.mark.django_db
 def test_the_page_shows_the_verdict_and_highlights_tampered_cells(boards_world, client, settings):
     w = boards_world
-    page = client.get("/verify/", {"context": w["context"]})
+    page = checked(client, context=w["context"])
     html = page.content.decode()
     assert page.status_code == 200
     assert "The served board matches the chain: 2 models, 43 cells checked." in html, html
@@ -351,10 +366,8 @@ def test_the_page_shows_the_verdict_and_highlights_tampered_cells(boards_world, 
 
     entry = BoardEntry.objects.get(model_id=w["alpha"], context_id=w["context"])
     BoardEntry.objects.filter(pk=entry.pk).update(name='<script>alert("x")</script>', band_lo=entry.band_lo + 0.01)
-    # The check is kept per chain block and board version; a change behind the indexer's back bumps
-    # no version, so it shows from the next block on (a live chain makes one every few seconds).
-    w["ledger"].client.request("evm_mine", [])
-    html = client.get("/verify/", {"context": w["context"]}).content.decode()
+    # A change behind the indexer's back (no new block, no new version) is checked at once.
+    html = checked(client, context=w["context"]).content.decode()
     assert "2 cells differ" in html
     assert html.count('class="mismatch"') == 2
     assert '<script>alert("x")' not in html and "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in html
@@ -363,6 +376,7 @@ def test_the_page_shows_the_verdict_and_highlights_tampered_cells(boards_world, 
     assert client.get("/verify/", {"context": "0xnope"}).status_code == 400
     assert client.get("/verify/", {"context": "0x" + "ee" * 32}).status_code == 404
     settings.LLMCHAIN_RPC_URL = "http://127.0.0.1:9"
-    down = client.get("/verify/")
+    cache.clear()  # nothing checked before: the chain must be read
+    down = checked(client)
     assert down.status_code == 503 and "The chain cannot be read" in down.content.decode()
     assert "127.0.0.1:9" not in down.content.decode()  # no address of the site's own services on a public page

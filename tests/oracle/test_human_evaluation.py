@@ -11,7 +11,7 @@ from apps.chain import indexer
 from apps.chain.models import Interaction as LedgerInteraction
 from apps.chain.models import Registration
 from apps.chat.models import Rating
-from apps.chat.ratings import reputation_moves, submit_rating
+from apps.chat.ratings import queue_waiting_ratings, reputation_moves, submit_rating
 from apps.oracle import jobs
 from apps.oracle.worker import load_metric
 from lib.ids import b32
@@ -41,6 +41,8 @@ def test_a_rating_moves_rh_and_r_exactly_as_the_spec_says(replay_world):
     metric = load_metric()
     jobs.process(jobs.claim(8), metric)
     rating = submit_rating(replay_world["alice"], interaction, {k: str(v) for k, v in ANSWERS.items()})
+    assert queue_waiting_ratings() == 1  # the worker's pass
+    rating.refresh_from_db()
     assert rating.status == "queued"
     drain(submitter)
     indexer.index_until_head(ledger)

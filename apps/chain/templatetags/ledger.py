@@ -1,12 +1,12 @@
 """Template filters and tags for what the chain records: `wad` shows a 1e18 fixed-point value, `get_item`
 looks a key up, and {% chain_unreachable "what waits" %} is a plain sentence while the chain node does not
-answer. They live here, in the lowest app that renders them, so that every app above can load them."""
+answer ({% chain_banner %}: the same at the top of every page, with what it means). They live here, in the lowest app that renders them, so that every app above can load them."""
 
 from __future__ import annotations
 
 from django import template
 
-from apps.chain.health import chain_health
+from apps.chain.health import chain_health, reachable
 from lib.reputation import WAD
 
 register = template.Library()
@@ -27,4 +27,10 @@ def get_item(mapping, key):
 @register.inclusion_tag("chain/_unreachable.html")
 def chain_unreachable(waiting: str) -> dict:
     """Nothing while the node answers; otherwise says that `waiting` is kept and will be sent."""
-    return {"reachable": chain_health()["reachable"], "waiting": waiting}
+    return {"reachable": reachable(), "waiting": waiting}
+
+
+@register.inclusion_tag("chain/_banner.html")
+def chain_banner() -> dict:
+    """Nothing while the node answers (no query); otherwise what the reader can and cannot rely on."""
+    return {"health": None if reachable() else chain_health()}

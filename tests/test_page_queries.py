@@ -1,0 +1,106 @@
+"""Every main page costs a fixed number of queries, whatever the number of turns, ratings, battles or
+models it shows: each page is built at two sizes and held to the same bound. No page writes to the
+database on a GET either."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from apps.chain import outbox
+from apps.chain.keys import oracle_address
+from apps.chain.ledger import Deployment
+from apps.chain.models import Context, IndexerCursor, LedgerModel
+from apps.chat import arena
+from apps.chat.conversations import begin_interaction, finish_interaction, start_conversation
+from apps.chat.models import Profile
+from apps.chat.ratings import queue_waiting_ratings, submit_rating
+from apps.chat.registry import ModelFields, register_model
+from apps.leaderboard.models import BoardEntry
+from apps.oracle.models import EvaluationJob
+from lib.reputation import GLOBAL_CONTEXT_ID
+from tests.chat.factories import make_contexts
+from tests.personas import developer, expert, user
+
+pytestmark = pytest.mark.django_db
+WAD = 10**18
+SIZES = (2, 7)
+ANSWERS = {"reliability": "4", "completeness": "5", "utility": "3", "familiarity": "2", "trust": "4",
+           "uncertainty": "1"}
+# The bound of each page (queries), the same at every size.
+BOUNDS = {"home": 12, "board": 12, "reputation": 14, "model": 16, "conversation": 40, "arena": 16,
+          "battle": 60, "queue": 30, "verify": 12, "account": 12}
+
+
+@pytest.fixture(params=SIZES, ids=lambda n: f"{n} of each")
+def site(request, settings, tmp_path):
+    """`n` models on the boards, a conversation of `n` answered turns (every other one rated, one
+    rating queued), `n` arena battles, with a deployment and an indexed block."""
+    n = request.param
+    settings.LLMCHAIN_IPFS_BACKEND = "local"
+    settings.LLMCHAIN_IPFS_DIR = tmp_path / "ipfs"
+    deployment = Deployment(31337, "0x" + "11" * 20, "0x" + "22" * 20, "0x" + "33" * 20, 1)
+    deployment.save(tmp_path / "deployment.json")
+    settings.LLMCHAIN_DEPLOYMENT = tmp_path / "deployment.json"
+    settings.LLMCHAIN_RPC_URL = "http://127.0.0.1:9"  # no node: no page may need one
+    coding, = make_contexts("coding")
+    dave, alice = developer(), user("alice")
+    expert("erin")
+    models = [register_model(dave, ModelFields(name=f"m{k}", provider="p", endpoint_url="http://127.0.0.1:9/v1",
+                                               endpoint_model="m", contexts=["coding"])) for k in range(max(n, 2))]
+    for k, model in enumerate(models):
+        LedgerModel.objects.create(model_id=model.model_id, owner=dave.profile.address, metadata_cid="bafy",
+                                   block_number=2)
+        for context in (coding.context_id, GLOBAL_CONTEXT_ID):
+            BoardEntry.objects.create(model_id=model.model_id, context_id=context, name=model.name, ra=WAD // 2,
+                                      rh=WAD // 2, r=WAD // 2 + k, n_auto=6, n_human=1, block_number=3,
+                                      spark=[0.5, 0.5])
+    IndexerCursor.objects.create(name="reputation:" + deployment.reputation.lower(), last_block=3)
+    conv = start_conversation(alice, models[0], coding)
+    for k in range(n):
+        turn = begin_interaction(alice, conv, f"question {k}")
+        finish_interaction(turn, f"answer {k}")
+        item = outbox.enqueue("autoEval", oracle_address(), {
+            "interactionId": turn.interaction_id, "modelId": models[0].model_id, "contextId": coding.context_id,
+            "user": Profile.objects.get(user=alice).rating_address, "hasReference": False, "sA": "0", "wA": "0",
+            "evidenceCid": "bafkreitest"})
+        EvaluationJob.objects.filter(interaction=turn).update(outbox_item=item, status="submitted")
+        if k % 2 == 0:
+            submit_rating(alice, turn, ANSWERS)
+    queue_waiting_ratings()
+    battles = [arena.start_battle(alice, coding) for _ in range(n)]
+    return {"n": n, "alice": alice, "conversation": conv, "model": models[0], "battle": battles[0],
+            "context": coding}
+
+
+def pages(site) -> dict[str, tuple[str, str | None]]:
+    """name -> (path, who is logged in)."""
+    return {"home": ("/", None), "board": (f"/?context={site['context'].context_id}", None),
+            "reputation": (f"/reputation/{site['model'].model_id}/", None),
+            "model": (f"/models/{site['model'].pk}/", "alice"),
+            "conversation": (f"/chat/{site['conversation'].pk}/", "alice"), "arena": ("/arena/", "alice"),
+            "battle": (f"/arena/{site['battle'].pk}/", "alice"), "queue": ("/annotate/", "erin"),
+            "verify": (f"/verify/?context={site['context'].context_id}", None), "account": ("/account/", "alice")}
+
+
+@pytest.mark.parametrize("page", list(BOUNDS))
+def test_each_main_page_costs_a_fixed_number_of_queries_and_writes_nothing(site, page, django_assert_max_num_queries,
+                                                                           settings):
+    from django.contrib.auth.models import User
+
+    settings.LLMCHAIN_BOARD_FASTPATH = False
+    path, who = pages(site)[page]
+    client = Client()
+    if who:
+        client.force_login(User.objects.get(username=who))
+    client.get(path)  # once, so that what a process reads once (the chain's health, the lambda) is read
+    with django_assert_max_num_queries(BOUNDS[page]):
+        with CaptureQueriesContext(connection) as seen:
+            response = client.get(path)
+    assert response.status_code in (200, 503), (page, response.status_code)
+    writes = [q["sql"] for q in seen.captured_queries
+              if q["sql"].lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE"))
+              and "django_session" not in q["sql"] and "axes_" not in q["sql"]]
+    assert not writes, writes
