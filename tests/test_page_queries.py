@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from apps.chain import outbox
 from apps.chain.keys import oracle_address
 from apps.chain.ledger import Deployment
-from apps.chain.models import Context, IndexerCursor, LedgerModel
+from apps.chain.models import IndexerCursor, LedgerModel
 from apps.chat import arena
 from apps.chat.conversations import begin_interaction, finish_interaction, start_conversation
 from apps.chat.models import Profile
@@ -30,8 +30,8 @@ SIZES = (2, 7)
 ANSWERS = {"reliability": "4", "completeness": "5", "utility": "3", "familiarity": "2", "trust": "4",
            "uncertainty": "1"}
 # The bound of each page (queries), the same at every size.
-BOUNDS = {"home": 12, "board": 12, "reputation": 14, "model": 16, "conversation": 40, "arena": 16,
-          "battle": 60, "queue": 30, "verify": 12, "account": 12}
+BOUNDS = {"home": 11, "board": 13, "reputation": 8, "model": 10, "conversation": 18, "arena": 8, "battle": 15,
+          "queue": 16, "verify": 13, "account": 7}
 
 
 @pytest.fixture(params=SIZES, ids=lambda n: f"{n} of each")
@@ -49,7 +49,7 @@ def site(request, settings, tmp_path):
     dave, alice = developer(), user("alice")
     expert("erin")
     models = [register_model(dave, ModelFields(name=f"m{k}", provider="p", endpoint_url="http://127.0.0.1:9/v1",
-                                               endpoint_model="m", contexts=["coding"])) for k in range(max(n, 2))]
+                                               endpoint_model="m")) for k in range(max(n, 2))]
     for k, model in enumerate(models):
         LedgerModel.objects.create(model_id=model.model_id, owner=dave.profile.address, metadata_cid="bafy",
                                    block_number=2)
@@ -96,11 +96,13 @@ def test_each_main_page_costs_a_fixed_number_of_queries_and_writes_nothing(site,
     if who:
         client.force_login(User.objects.get(username=who))
     client.get(path)  # once, so that what a process reads once (the chain's health, the lambda) is read
-    with django_assert_max_num_queries(BOUNDS[page]):
-        with CaptureQueriesContext(connection) as seen:
-            response = client.get(path)
+    with django_assert_max_num_queries(BOUNDS[page]), CaptureQueriesContext(connection) as seen:
+        response = client.get(path)
     assert response.status_code in (200, 503), (page, response.status_code)
+    # The expert queue's page holds the item it shows for the expert who sees it (a claim, given back
+    # when they move on): that write is what the queue is.
     writes = [q["sql"] for q in seen.captured_queries
               if q["sql"].lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE"))
-              and "django_session" not in q["sql"] and "axes_" not in q["sql"]]
+              and "django_session" not in q["sql"] and "axes_" not in q["sql"]
+              and not (page == "queue" and "annotate_queueitem" in q["sql"])]
     assert not writes, writes

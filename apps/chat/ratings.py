@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import OuterRef, Q, Subquery
 
 from apps.chain import metatx, outbox, relay, work
 from apps.chain.client import ChainError
-from apps.chain.keys import relayer_address
 from apps.chain.health import chain_now
+from apps.chain.keys import relayer_address
 from apps.chain.ledger import deployment_lambda
 from apps.chain.models import Interaction as LedgerInteraction
-from apps.chain.models import OutboxItem, Registration, ReputationChange
+from apps.chain.models import OutboxItem, Registration, ReputationChange, SigningKey
 from lib.reputation import GLOBAL_CONTEXT_ID, decay_factor, likert_ok, minutes_since
 
 from .accounts import same_person
@@ -218,11 +219,11 @@ def queue_rating(rating: Rating) -> bool:
     return True
 
 
-def can_sign_again(rating: Rating) -> bool:
+def can_sign_again(rating: Rating, kind: str | None = None) -> bool:
     """A wallet user's rating whose signed request could not be relayed (it expired, or its nonce was
-    used): the wallet may sign it again."""
-    return rating.status == Rating.Status.FAILED and SIGN_AGAIN in rating.error and key_kind(
-        rating.signer or signer_of(rating.interaction)) == "wallet"
+    used): the wallet may sign it again (`kind`: the signer's key kind, when known)."""
+    return rating.status == Rating.Status.FAILED and SIGN_AGAIN in rating.error and (
+        kind or key_kind(rating.signer or signer_of(rating.interaction))) == "wallet"
 
 
 def prepare_again(user, rating: Rating) -> dict:
@@ -334,12 +335,6 @@ def weight_preview(address: str) -> dict | None:
             "full_fd": decay_factor(minutes_since(86_400), lam) / 10**18, "lambda": lam / 10**18}
 
 
-def _previous(row: ReputationChange) -> ReputationChange | None:
-    return ReputationChange.objects.filter(model_id=row.model_id, context_id=row.context_id).filter(
-        Q(block_number__lt=row.block_number) | Q(block_number=row.block_number, log_index__lt=row.log_index)
-    ).order_by("-block_number", "-log_index").first()
-
-
 def what_it_did(interaction: Interaction, onchain, moves: list[dict]) -> str:
     """What a rating on-chain did, in words a newcomer understands (its weight, and how far it moved
     the model's R in the context), or "" until it is known."""
@@ -363,17 +358,78 @@ def what_it_did(interaction: Interaction, onchain, moves: list[dict]) -> str:
 def reputation_moves(interaction: Interaction) -> list[dict]:
     """(Ra, Rh, R) of the model in the context and globally just before this interaction's human
     evaluation and after its updateReputation, from the indexed ReputationUpdated events."""
-    conv = interaction.conversation
-    moves = []
-    for context_id, label in ((conv.context.context_id, conv.context.name), (GLOBAL_CONTEXT_ID, "global")):
-        changes = list(ReputationChange.objects.filter(interaction_id=interaction.interaction_id,
-                                                       model_id=conv.model.model_id, context_id=context_id)
-                       .order_by("block_number", "log_index"))
-        human = [c for c in changes if c.n_human > ((p := _previous(c)) and p.n_human or 0)]
-        if not human:
-            continue
-        before, after = _previous(human[0]), changes[-1]
-        moves.append({"context": label, "human_tx": human[0].tx_hash, "update_tx": after.tx_hash,
-                      "done": after.tx_hash != human[0].tx_hash,
-                      **{k: (getattr(before, k) if before else None, getattr(after, k)) for k in ("ra", "rh", "r")}})
-    return moves
+    return moves_of([interaction]).get(interaction.interaction_id, [])
+
+
+def moves_of(interactions: list[Interaction]) -> dict[str, list[dict]]:
+    """`reputation_moves` of interactions of one conversation, in one query: each indexed change comes
+    with the one before it of the same model and context (a correlated subquery), so that a page
+    costs the same whatever its number of rated turns."""
+    if not interactions:
+        return {}
+    conv = interactions[0].conversation
+    labels = {conv.context.context_id: conv.context.name, GLOBAL_CONTEXT_ID: "global"}
+    earlier = ReputationChange.objects.filter(model_id=OuterRef("model_id"), context_id=OuterRef("context_id")).filter(
+        Q(block_number__lt=OuterRef("block_number"))
+        | Q(block_number=OuterRef("block_number"), log_index__lt=OuterRef("log_index"))
+    ).order_by("-block_number", "-log_index")
+    rows = (ReputationChange.objects.filter(interaction_id__in=[i.interaction_id for i in interactions],
+                                            model_id=conv.model.model_id, context_id__in=list(labels))
+            .annotate(**{f"prev_{k}": Subquery(earlier.values(k)[:1]) for k in ("n_human", "ra", "rh", "r")})
+            .order_by("block_number", "log_index"))
+    grouped: dict[tuple[str, str], list] = {}
+    for row in rows:
+        grouped.setdefault((row.interaction_id, row.context_id), []).append(row)
+    out: dict[str, list[dict]] = {}
+    for i in interactions:
+        for context_id, label in labels.items():
+            changes = grouped.get((i.interaction_id, context_id), [])
+            human = [c for c in changes if c.n_human > (c.prev_n_human or 0)]
+            if not human:
+                continue
+            first, after = human[0], changes[-1]
+            out.setdefault(i.interaction_id, []).append({
+                "context": label, "human_tx": first.tx_hash, "update_tx": after.tx_hash,
+                "done": after.tx_hash != first.tx_hash,
+                **{k: (getattr(first, f"prev_{k}"), getattr(after, k)) for k in ("ra", "rh", "r")}})
+    return out
+
+
+@dataclass
+class TurnFacts:
+    """What the rating boxes of a conversation's turns need, read once for the whole page."""
+
+    onchain: dict[str, LedgerInteraction]  # interaction id -> its indexed row
+    autos: dict[str, OutboxItem]  # interaction id -> its autoEval item
+    custodial: set[str]  # addresses whose key the site holds
+    address: str  # the conversation user's rating address now
+    prefill: dict[str, int]
+    moves: dict[str, list[dict]]
+
+    def signer_of(self, interaction: Interaction) -> str:
+        auto = self.autos.get(interaction.interaction_id)
+        return auto.payload["user"] if auto is not None else self.address
+
+    def key_kind(self, address: str) -> str:
+        return "site" if address in self.custodial else "wallet"
+
+
+def turn_facts(interactions: list[Interaction]) -> TurnFacts:
+    """`TurnFacts` of interactions of one conversation, in a fixed number of queries."""
+    interactions = list(interactions)
+    if not interactions:
+        return TurnFacts({}, {}, set(), "", {}, {})
+    conv = interactions[0].conversation
+    ids = [i.interaction_id for i in interactions]
+    keys = {outbox.idempotency_key("autoEval", {"interactionId": iid}): iid for iid in ids}
+    autos = {keys[item.key]: item for item in OutboxItem.objects.filter(key__in=list(keys))}
+    profile = Profile.objects.filter(user_id=conv.user_id).first()
+    address = profile.rating_address if profile else ""
+    rated = [i for i in interactions if getattr(i, "rating", None) is not None]
+    signers = {a.payload["user"] for a in autos.values()} | {address} | {i.rating.signer for i in rated}
+    return TurnFacts(
+        onchain={row.interaction_id: row for row in LedgerInteraction.objects.filter(interaction_id__in=ids)},
+        autos=autos, custodial=set(SigningKey.objects.filter(address__in=signers).values_list("address", flat=True)),
+        address=address,
+        prefill=prefill(conv.user, interactions[0]) if len(rated) < len(interactions) else {},
+        moves=moves_of(rated))

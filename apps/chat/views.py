@@ -15,8 +15,8 @@ from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.views.decorators.http import require_POST
 
+from apps.chain import relay
 from apps.chain.models import Context, LedgerModel, OutboxItem
-from apps.chain.models import Interaction as LedgerInteraction
 from lib.reputation import GLOBAL_CONTEXT_ID
 
 from . import accounts, arena, builtin, conversations, export, limits, ratings, registry, wallet
@@ -25,6 +25,11 @@ from .models import COMMENT_MAX, QUESTIONNAIRE, REASON_TAGS, Battle, Conversatio
 from .replay import replay_questions
 from .suggest import suggest
 
+
+
+# What a turn's page shows of each interaction, fetched with it.
+TURN_RELATED = ("evaluation__outbox_item__transaction", "rating__hum_item__transaction",
+                "rating__update_item__transaction")
 
 
 def _contexts():
@@ -167,22 +172,25 @@ def chat_models(request):
     return render(request, "chat/_model_select.html", {"models": chat_choices(context) if context else []})
 
 
-def rating_context(interaction, errors=None, preview=None) -> dict:
+def rating_context(interaction, errors=None, preview=None, facts: ratings.TurnFacts | None = None) -> dict:
+    """What the rating box under an answer shows; `facts` read once for a page of turns (else for this one)."""
+    facts = facts or ratings.turn_facts([interaction])
     rating = getattr(interaction, "rating", None)
     if rating is not None:
         rating = ratings.refresh(rating)
-    onchain = LedgerInteraction.objects.filter(interaction_id=interaction.interaction_id).first()
-    prefilled = ratings.prefill(interaction.conversation.user, interaction) if rating is None else {}
-    moves = ratings.reputation_moves(interaction) if rating is not None else []
-    signer = (rating.signer if rating is not None and rating.signer else ratings.signer_of(interaction))
+    onchain = facts.onchain.get(interaction.interaction_id)
+    moves = facts.moves.get(interaction.interaction_id, []) if rating is not None else []
+    signer = rating.signer if rating is not None and rating.signer else facts.signer_of(interaction)
+    key_kind = facts.key_kind(signer)
     return {"i": interaction, "job": getattr(interaction, "evaluation", None), "rating": rating,
-            "questionnaire": [(field, item, prefilled.get(field)) for field, item in QUESTIONNAIRE.items()],
+            "questionnaire": [(field, item, facts.prefill.get(field) if rating is None else None)
+                              for field, item in QUESTIONNAIRE.items()],
             "scale": range(1, 6), "errors": errors or {}, "reasons": REASON_TAGS, "comment_max": COMMENT_MAX,
             "preview": preview, "onchain": onchain, "moves": moves,
             # Who signs (signed) the rating, with which kind of key; a wallet user's form is signed in the browser.
-            "signer": signer, "key_kind": ratings.key_kind(signer),
-            "wallet": rating is None and ratings.needs_wallet(interaction),
-            "sign_again": rating is not None and ratings.can_sign_again(rating),
+            "signer": signer, "key_kind": key_kind,
+            "wallet": rating is None and relay.enabled() and key_kind == "wallet",
+            "sign_again": rating is not None and ratings.can_sign_again(rating, key_kind),
             "did": ratings.what_it_did(interaction, onchain, moves) if rating is not None else ""}
 
 
@@ -241,10 +249,11 @@ def conversation(request, pk):
         raise PermissionDenied("This is not your conversation.")
     if conv.arena and conv.name_hidden:  # a side of a battle not voted on: its page would name the model
         return redirect("arena-battle", arena.battle_of(conv).pk)
-    interactions = conv.interactions.select_related("evaluation__outbox_item__transaction", "rating")
+    interactions = list(conv.interactions.select_related(*TURN_RELATED))
     preview = ratings.weight_preview(request.user.profile.rating_address) if any(
         i.status == "done" and getattr(i, "rating", None) is None for i in interactions) else None
-    turns = [(i, rating_context(i, preview=preview)) for i in interactions]
+    facts = ratings.turn_facts(interactions)
+    turns = [(i, rating_context(i, preview=preview, facts=facts)) for i in interactions]
     return render(request, "chat/conversation.html", {"conversation": conv, "turns": turns,
                                                       "questions": replay_questions(conv)})
 
@@ -479,10 +488,11 @@ def arena_battle(request, pk):
     battle = _own_battle(request, pk)
     panes = []
     for side, conversation in zip(("A", "B"), (battle.conversation_a, battle.conversation_b)):
-        interactions = list(conversation.interactions.select_related("evaluation__outbox_item__transaction",
-                                                                     "rating"))
+        interactions = list(conversation.interactions.select_related(*TURN_RELATED))
+        facts = None if conversation.name_hidden else ratings.turn_facts(interactions)
         panes.append({"side": side, "conversation": conversation,
-                      "turns": [(i, None if conversation.name_hidden else rating_context(i)) for i in interactions]})
+                      "turns": [(i, None if conversation.name_hidden else rating_context(i, facts=facts))
+                                for i in interactions]})
     return render(request, "chat/arena_battle.html", {"battle": battle, "panes": panes,
                                                       "vote": _vote_context(battle)})
 
