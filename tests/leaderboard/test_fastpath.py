@@ -142,3 +142,23 @@ async def test_the_store_is_bounded(versions, settings):
 def test_disabled_by_setting(settings):
     settings.LLMCHAIN_BOARD_FASTPATH = False
     assert BoardResponseCache(Inner()).enabled is False
+
+
+@pytest.mark.parametrize("accept, gzipped", [(b"gzip, deflate, br", True), (b"br;q=1.0, gzip;q=0.8", True),
+                                             (b"gzip;q=0", False), (b"identity", False), (None, False)])
+async def test_a_kept_board_is_sent_gzipped_to_who_takes_it_and_plain_to_anyone_else(versions, accept, gzipped):
+    import gzip
+
+    inner = Inner()
+    app = BoardResponseCache(inner, enabled=True)
+    query = f"context={CTX}".encode()
+    _, _, plain = await get(app, "/", query)
+    status, headers, body = await get(app, "/", query, headers=[(b"accept-encoding", accept)] if accept else [])
+    named = dict(headers)
+    assert status == 200 and inner.calls == 1 and app.hits == 1
+    if gzipped:
+        assert named[b"Content-Encoding"] == b"gzip" and b"Accept-Encoding" in named[b"Vary"]
+        assert int(named[b"Content-Length"]) == len(body) and gzip.decompress(body) == plain
+    else:
+        assert b"Content-Encoding" not in named and body == plain
+
