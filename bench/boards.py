@@ -116,6 +116,7 @@ class BoardsBenchConfig:
     refill: bool = False
     work_dir: Path | None = None
     arena_only: bool = False  # only the arena's figures, on a database of votes alone
+    live_rate: int = 100  # evaluations a second folded during the live phase (0: no live phase)
 
     def __post_init__(self):
         if min(self.models, self.contexts, self.evaluations, self.clients, self.servers) < 1 or self.duration <= 0 \
@@ -733,6 +734,55 @@ def stats(latencies: list[float], errors: int, duration: float) -> dict:
             "mean_ms": round(sum(latencies) / len(latencies), 2) if latencies else None}
 
 
+def fold_live(rate: int, seconds: float, seed: int, out: Out) -> dict:
+    """`rate` autoEvals a second, for `seconds`, folded through the indexer's own `fold` one block a
+    second (what a live site's indexer does): their ReputationUpdated events move the pairs' REP a
+    little, the board entries of those pairs are recomputed and their boards' versions move, so the
+    servers' caches drop those boards. Returns what was folded and how long each block took to fold."""
+    from apps.chain import indexer
+
+    rnd = random.Random(seed + 1)
+    reps = {(m, c): [ra, rh, r, na, nh] for m, c, ra, rh, r, na, nh in Reputation.objects.values_list(
+        "model_id", "context_id", "ra", "rh", "r", "n_auto", "n_human")}
+    pairs = [pair for pair in reps if pair[1] != GLOBAL_CONTEXT_ID]
+    block = (ReputationChange.objects.order_by("-block_number").values_list("block_number", flat=True).first() or 0)
+    user = "0x" + "ab" * 20
+    took, folded = [], 0
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        tick = time.monotonic()
+        block += 1
+        tx = f"0x{block:064x}"
+        events, log_index = [], 0
+        for _ in range(rate):
+            model, ctx = pairs[int(rnd.random() * len(pairs))]
+            iid = rnd.randbytes(32)
+            sa, wa = int(rnd.random() * WAD), WAD // 2
+            events.append({"event": "AutoEvaluated", "block": block, "log_index": log_index, "tx": tx, "args": {
+                "interactionId": iid, "modelId": bytes.fromhex(model[2:]), "contextId": bytes.fromhex(ctx[2:]),
+                "user": user, "hasReference": True, "sA": sa, "wA": wa, "evidenceCid": "bafylive"}})
+            log_index += 1
+            for c in (ctx, GLOBAL_CONTEXT_ID):
+                rep = reps[(model, c)]
+                rep[0] += (sa - rep[0]) // 100  # Ra moves towards the score, a little
+                rep[2] = (rep[0] + rep[1]) // 2
+                rep[3] += 1
+                events.append({"event": "ReputationUpdated", "block": block, "log_index": log_index, "tx": tx,
+                               "timestamp": START_TIMESTAMP + block * BLOCK_SECONDS, "args": {
+                                   "interactionId": iid, "modelId": bytes.fromhex(model[2:]),
+                                   "contextId": bytes.fromhex(c[2:]), "rA": rep[0], "rH": rep[1], "r": rep[2],
+                                   "nAuto": rep[3], "nHuman": rep[4]}})
+                log_index += 1
+        with transaction.atomic():
+            indexer.fold(events)
+        folded += rate
+        took.append(time.monotonic() - tick)
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
+    elapsed = time.monotonic() - started
+    return {"folded": folded, "blocks": len(took), "seconds": round(elapsed, 1), "rate": round(folded / elapsed, 1),
+            "block_p50_ms": round(percentile(took, 50) * 1000, 1), "block_max_ms": round(max(took) * 1000, 1)}
+
+
 def run_load(spec: dict, out: Out) -> dict:
     """The load phase: `spec` from the orchestrator; marks the measured window with '@window start|end' lines."""
     gen = LoadGenerator(spec["port"], [tuple(t) for t in spec["targets"]], spec["clients"], spec["duration"],
@@ -877,6 +927,7 @@ class BoardsBench:
     def __init__(self, config: BoardsBenchConfig, out: Out = print):
         self.cfg = config
         self.out = out
+        self.live: dict | None = None
         self.folder = config.folder
         self.db = self.folder / DB_NAME
         self.sidecar = self.folder / SIDECAR
@@ -951,12 +1002,12 @@ class BoardsBench:
         return recorded
 
     # -- load -----------------------------------------------------------------------------------------
-    def measure(self, pool: ServerPool, label: str, cached: bool) -> Measurement:
+    def measure(self, pool: ServerPool, label: str, cached: bool, cover: bool = True) -> Measurement:
         cfg = self.cfg
         spec = {"port": pool.port, "targets": request_targets(context_ids(cfg.contexts)), "clients": cfg.clients,
                 "duration": cfg.duration, "warmup": cfg.warmup, "seed": cfg.seed,
                 # Without a cache there is nothing to fill: the warm-up alone.
-                "coverage_ports": pool.private_ports if cached else []}
+                "coverage_ports": pool.private_ports if cached and cover else []}
         spec_file = self.folder / "load.json"
         spec_file.write_text(json.dumps(spec))
         marks: dict[str, tuple] = {}
@@ -990,9 +1041,39 @@ class BoardsBench:
             self.out(f"servers: {pool.count} daphne process(es) on {pool.url} ({label}, DEBUG off), up in "
                      f"{time.perf_counter() - t:.1f} s")
             checked = self.phase("check", self.env(), port=pool.port) if contexts_check else None
-            return self.measure(pool, label, cached), checked
+            measured = self.measure(pool, label, cached)
+            if cached and self.cfg.live_rate:
+                self.print_measurement(measured)
+                self.live = self.measure_live(pool)
+            return measured, checked
         finally:
             pool.stop()
+
+    def measure_live(self, pool: ServerPool) -> dict:
+        """The same load on the same (warm) servers while `live_rate` evaluations a second are folded into
+        the database and their boards' versions move: what a live site's readers get."""
+        cfg = self.cfg
+        spec = self.folder / "live.json"
+        spec.write_text(json.dumps({"rate": cfg.live_rate, "seconds": cfg.warmup + cfg.duration + 15,
+                                    "seed": cfg.seed}))
+        args = [*manage_py(), "bench", "boards", "--phase", "fold", "--dir", str(self.folder), "--spec", str(spec)]
+        folder = subprocess.Popen(args, cwd=settings.BASE_DIR, env=self.env(), stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
+        try:
+            time.sleep(2)  # the folds under way before the warm-up starts
+            label = f"cached, live: {cfg.live_rate} evaluations/s folded and their boards invalidated"
+            measured = self.measure(pool, label, True, cover=False)
+        finally:
+            output, _ = folder.communicate(timeout=cfg.warmup + cfg.duration + 120)
+        lines = [line for line in output.splitlines() if line.startswith("{")]
+        if folder.returncode != 0 or not lines:
+            raise BenchError(f"the fold phase failed (exit {folder.returncode}):\n{output[-3000:]}")
+        folded = json.loads(lines[-1])
+        self.print_measurement(measured)
+        self.out(f"  folded meanwhile: {folded['folded']:,} evaluations in {folded['blocks']} blocks over "
+                 f"{folded['seconds']:g} s ({folded['rate']:g}/s; a block folded in {folded['block_p50_ms']:g} ms "
+                 f"median, {folded['block_max_ms']:g} ms at most)")
+        return {"measurement": measured, "folded": folded}
 
     # -- the arena alone ------------------------------------------------------------------------------
     def run_arena_only(self) -> dict:
@@ -1111,6 +1192,11 @@ class BoardsBench:
                                     "rps": b["rps"], "errors": baseline.errors,
                                     "unmeasured_errors": baseline.unmeasured_errors, "machine": baseline.window_cpu}
             headline["cache_rps_ratio"] = round(a["rps"] / b["rps"], 1) if b["rps"] else None
+        if self.live is not None:
+            m = self.live["measurement"]
+            headline["live"] = {"p50_ms": m.all["p50_ms"], "p95_ms": m.all["p95_ms"], "p99_ms": m.all["p99_ms"],
+                                "rps": m.all["rps"], "errors": m.errors, "machine": m.window_cpu,
+                                "folded": self.live["folded"]}
         return headline
 
     def print_footer(self, summary: dict) -> None:
@@ -1168,5 +1254,8 @@ def run_phase(name: str, folder: Path, out: Out, *, port: int | None = None,
         return {**checked, "arena": measure_arena(json.loads((folder / "params.json").read_text())["arena"], out)}
     if name == "load":
         return run_load(json.loads(Path(spec).read_text()), out)
+    if name == "fold":
+        live = json.loads(Path(spec).read_text())
+        return fold_live(live["rate"], live["seconds"], live["seed"], out)
     raise BenchError(f"unknown phase {name!r}")
 

@@ -181,7 +181,10 @@ class Command(BaseCommand):
                        help="only the arena columns' figures (tally, fit, bootstrap, style, refit), on a scratch "
                             "database of votes alone (--evaluations of them, default 1,000,000)")
         # The steps the bench runs in its child processes (not for direct use).
-        b.add_argument("--phase", choices=["fill", "check", "load"], default=None, help=argparse.SUPPRESS)
+        b.add_argument("--live-rate", type=int, default=100,
+                       help="evaluations a second folded (and their boards invalidated) during a second measurement "
+                            "on the same servers, what a live site's readers get (default 100; 0: no such phase)")
+        b.add_argument("--phase", choices=["fill", "check", "load", "fold"], default=None, help=argparse.SUPPRESS)
         b.add_argument("--port", type=int, default=None, help=argparse.SUPPRESS)
         b.add_argument("--spec", type=Path, default=None, help=argparse.SUPPRESS)
 
@@ -200,8 +203,8 @@ class Command(BaseCommand):
         self.stdout.flush()
 
     def do_boards(self, models=100, contexts=20, evaluations=1_000_000, clients=50, duration=20, warmup=5, servers=2,
-                  seed=0, folder=None, refill=False, skip_baseline=False, arena_only=False, phase=None, port=None,
-                  spec=None, **_):
+                  seed=0, folder=None, refill=False, skip_baseline=False, arena_only=False, live_rate=100, phase=None,
+                  port=None, spec=None, **_):
         from bench import boards
 
         if phase:
@@ -209,7 +212,7 @@ class Command(BaseCommand):
         config = boards.BoardsBenchConfig(models=models, contexts=contexts, evaluations=evaluations, clients=clients,
                                           duration=duration, warmup=warmup, servers=servers, seed=seed,
                                           work_dir=folder, refill=refill, baseline=not skip_baseline,
-                                          arena_only=arena_only)
+                                          arena_only=arena_only, live_rate=live_rate)
         summary = boards.run_boards_bench(config, self.out)
         return summary, boards.failures(summary)
 
