@@ -22,6 +22,7 @@ Evaluators are registered by name; a name registered with ``takes_argument=True`
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable, Mapping, Sequence
 
 __all__ = ["Evaluator", "EvaluatorError", "available_evaluators", "get_evaluator", "register_evaluator",
@@ -114,29 +115,100 @@ class BERTScoreRef(Evaluator):
                 "encoder": getattr(m, "encoder_name", "?"), "num_layers": str(getattr(m, "num_layers", "?"))}
 
     @staticmethod
-    def _references(items: Sequence[Mapping]) -> list[str]:
-        missing = [str(item.get("id", i)) for i, item in enumerate(items)
-                   if not isinstance(item.get("reference"), str) or not item["reference"].strip()]
-        if missing:
+    def _references(items: Sequence[Mapping]) -> list[list[str]]:
+        """Each item's references: its `references` list when it has one (the other models' answers
+        to the same prompt, as the oracle uses them), else its single `reference`. An item with none
+        gets no verdict (counted wrong); when no item has one, that is an error."""
+        found = []
+        for item in items:
+            refs = item.get("references") or ([item["reference"]] if isinstance(item.get("reference"), str) else [])
+            found.append([r for r in refs if isinstance(r, str) and r.strip()])
+        if items and not any(found):
+            missing = [str(item.get("id", i)) for i, item in enumerate(items)]
             shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-            raise EvaluatorError(f"bertscore-ref needs a non-empty `reference` on every item; missing on {shown}")
-        return [item["reference"] for item in items]
+            raise EvaluatorError(f"{BERTScoreRef.name} needs a non-empty `reference` or `references`; "
+                                 f"missing on {shown}")
+        return found
+
+    def _mean_f1(self, texts_and_refs: Sequence[tuple[str, list[str]]]) -> list[float | None]:
+        """Mean raw F1 of each text against its references (None without any), in one metric call."""
+        flat = [(text, ref) for text, refs in texts_and_refs for ref in refs]
+        f1 = iter(f for _, _, f in self.metric.raw_scores(flat)) if flat else iter(())
+        return [sum(next(f1) for _ in refs) / len(refs) if refs else None for _, refs in texts_and_refs]
+
+    def pair_f1(self, items: Sequence[Mapping]) -> list[tuple[float, float] | None]:
+        """(mean F1 of answer_a, mean F1 of answer_b) against each item's references; None without any."""
+        refs = self._references(items)
+        means = self._mean_f1([(item[side], r) for item, r in zip(items, refs) for side in ("answer_a", "answer_b")])
+        return [None if means[2 * i] is None else (means[2 * i], means[2 * i + 1]) for i in range(len(items))]
 
     def compare(self, items):
-        refs = self._references(items)
-        pairs = [(item[side], ref) for item, ref in zip(items, refs) for side in ("answer_a", "answer_b")]
-        f1 = [f for _, _, f in self.metric.raw_scores(pairs)]
-        return [_prefer(f1[2 * i], f1[2 * i + 1]) for i in range(len(items))]
+        return [None if f is None else _prefer(*f) for f in self.pair_f1(items)]
 
     def score(self, items, criterion):
         refs = self._references(items)
-        return [f for _, _, f in self.metric.raw_scores([(item["response"], ref) for item, ref in zip(items, refs)])]
+        return self._mean_f1([(item["response"], r) for item, r in zip(items, refs)])
+
+
+def log_length_ratio(a: str, b: str) -> float:
+    """log((words(a) + 1) / (words(b) + 1)): 0 for equal lengths, antisymmetric."""
+    return math.log((words(a) + 1) / (words(b) + 1))
+
+
+def no_intercept_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """Least-squares b of y = b x (0 when every x is 0)."""
+    sxx = sum(x * x for x in xs)
+    return sum(x * y for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+
+
+class BERTScoreLengthControlled(BERTScoreRef):
+    """Reference BERTScore with the length taken out. BERTScore F1 against references rises and
+    falls with how long an answer is next to them, so the raw comparison partly measures length.
+    Pairwise, the F1 difference d = F1(a) - F1(b) is regressed on the log length ratio
+    x = log((words(a) + 1) / (words(b) + 1)) over all the pairs judged together (least squares
+    through the origin, so swapping a and b changes nothing), and the pair goes to the side of the
+    residual d - b x: what BERTScore says beyond what the length ratio predicts. The fit uses no
+    label, only the answers. Absolute scores: the residual of F1 regressed (with an intercept) on
+    the log ratio of the response's length to its first reference's."""
+
+    name = "bertscore-lc"
+
+    def __init__(self, metric=None):
+        super().__init__(metric)
+        self.slope: float | None = None
+
+    @property
+    def params(self) -> dict[str, str]:
+        return {**super().params, "length_control": "residual of the F1 difference on log((words_a+1)/(words_b+1)), "
+                                                    "least squares through the origin over the pairs judged together"}
+
+    def pair_details(self) -> dict:
+        return {} if self.slope is None else {"length_slope": round(self.slope, 6)}
+
+    def compare(self, items):
+        f1 = self.pair_f1(items)
+        xs = [log_length_ratio(item["answer_a"], item["answer_b"]) for item in items]
+        known = [(f[0] - f[1], x) for f, x in zip(f1, xs) if f is not None]
+        self.slope = no_intercept_slope([x for _, x in known], [d for d, _ in known])
+        return [None if f is None else _prefer(f[0] - f[1] - self.slope * x, 0.0) for f, x in zip(f1, xs)]
+
+    def score(self, items, criterion):
+        f1 = super().score(items, criterion)
+        refs = self._references(items)
+        known = [(log_length_ratio(item["response"], r[0]), y) for item, r, y in zip(items, refs, f1) if y is not None]
+        if not known:
+            return f1
+        mx, my = sum(x for x, _ in known) / len(known), sum(y for _, y in known) / len(known)
+        b = no_intercept_slope([x - mx for x, _ in known], [y - my for _, y in known])
+        return [None if y is None else y - my - b * (log_length_ratio(item["response"], r[0]) - mx)
+                for item, r, y in zip(items, refs, f1)]
 
 
 # name -> (factory, takes_argument); a factory is a callable or a lazy "module:attr" path
 _REGISTRY: dict[str, tuple[str | Callable[..., Evaluator], bool]] = {
     "length": (Length, False),
     "bertscore-ref": (BERTScoreRef, False),
+    "bertscore-lc": (BERTScoreLengthControlled, False),
 }
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -116,13 +117,15 @@ def system_preference(verdict: int | None, system_1: str, system_2: str) -> str 
 # --- pairwise meta-evaluation against human labels (issue 9) -----------------------------------
 #
 # A pairs file is JSONL, one pair per line: `id`, `question`, `category`, `answer_a`, `answer_b`,
-# `human` ("a", "b" or "tie"), optionally `reference`, `model_a` and `model_b`. Verdicts "a",
+# `human` ("a", "b" or "tie"), optionally `reference`, `references` (a list of reference answers,
+# e.g. other models' answers to the same prompt, as the oracle uses them), `model_a` and `model_b`. Verdicts "a",
 # "b", "tie" are the numbering above as FIRST, SECOND, NEITHER; an evaluator's None (undecided)
 # disagrees with everything, as an unreadable verdict does in eq. (2).
 
 PAIR_VERDICTS = {"a": FIRST, "b": SECOND, "tie": NEITHER}
 PAIR_REQUIRED = ("id", "question", "category", "answer_a", "answer_b", "human")
 PAIR_OPTIONAL = ("reference", "model_a", "model_b")
+PAIR_ANSWERS = ("answer_a", "answer_b")  # may be empty: a model that answered nothing is judged on it
 
 
 class PairsFileError(ValueError):
@@ -131,7 +134,7 @@ class PairsFileError(ValueError):
 
 def read_pairs(lines, source: str = "pairs file") -> list[dict]:
     """The pairs of a JSONL text (an iterable of lines), checked: every required field a non-empty
-    string (an integer `id` is read as its text), `human` one of a/b/tie, optional fields strings
+    string (the answers may be empty) (an integer `id` is read as its text), `human` one of a/b/tie, optional fields strings
     or absent (null counts as absent), `model_a` and `model_b` both or neither and different, no
     id twice. Blank lines are skipped. Raises PairsFileError naming the first bad line."""
     pairs: list[dict] = []
@@ -148,7 +151,8 @@ def read_pairs(lines, source: str = "pairs file") -> list[dict]:
             raise PairsFileError(f"{where}: expected a JSON object")
         if isinstance(row.get("id"), int) and not isinstance(row["id"], bool):
             row["id"] = str(row["id"])
-        missing = [k for k in PAIR_REQUIRED if not isinstance(row.get(k), str) or not row[k].strip()]
+        missing = [k for k in PAIR_REQUIRED if not isinstance(row.get(k), str)
+                   or (k not in PAIR_ANSWERS and not row[k].strip())]
         if missing:
             raise PairsFileError(f"{where}: missing or empty {', '.join(f'`{k}`' for k in missing)}")
         if row["human"] not in PAIR_VERDICTS:
@@ -160,6 +164,12 @@ def read_pairs(lines, source: str = "pairs file") -> list[dict]:
             if not isinstance(row[k], str):
                 raise PairsFileError(f"{where}: `{k}` must be a string")
             pair[k] = row[k]
+        refs = row.get("references")
+        if refs is not None:
+            if not isinstance(refs, list) or not all(isinstance(r, str) and r.strip() for r in refs):
+                raise PairsFileError(f"{where}: `references` must be a list of non-empty strings")
+            if refs:
+                pair["references"] = refs
         if ("model_a" in pair) != ("model_b" in pair):
             raise PairsFileError(f"{where}: give both `model_a` and `model_b` or neither")
         if "model_a" in pair and pair["model_a"] == pair["model_b"]:
@@ -346,3 +356,109 @@ def expected_calibration_error(predictions: Sequence[tuple[dict, Hashable]], bin
     return {"n": len(rows), "bins": bins, "ece": _round(ece),
             "accuracy": _round(sum(c for _, c in rows) / len(rows)) if rows else None,
             "mean_confidence": _round(sum(p for p, _ in rows) / len(rows)) if rows else None}
+
+
+# --- validity: accuracy against the length rule, with intervals ----------------------------------
+#
+# Humans favour longer answers partly out of bias, so an evaluator is worth trusting only where it
+# beats "the longer answer wins" on the same decided pairs (the pairs humans did not tie). Both are
+# scored the same way (a tie or no verdict is wrong). Intervals are percentile bootstraps over the
+# decided pairs with `random.Random(seed)` draws: anyone holding the per-pair outcomes rebuilds the
+# same interval, so a weight derived from it can be checked. The margin's interval is paired: each
+# resample draws pairs, and both rules are scored on the same draw.
+
+BOOTSTRAP_ROUNDS = 2000
+BOOTSTRAP_SEED = 0
+
+
+def decided_outcomes(pairs: Sequence[dict], verdicts: Sequence[str | None],
+                     baseline: Sequence[str | None]) -> list[tuple[int, int]]:
+    """(evaluator right, baseline right) as 0/1 for each pair humans did not tie, in order."""
+    if not (len(pairs) == len(verdicts) == len(baseline)):
+        raise ValueError("pairs, verdicts and baseline verdicts must be equally long")
+    return [(int(v == p["human"]), int(b == p["human"])) for p, v, b in zip(pairs, verdicts, baseline)
+            if p["human"] != "tie"]
+
+
+def _percentile_bounds(sums: list[int], rounds: int) -> tuple[int, int]:
+    ordered = sorted(sums)
+    cut = int(rounds * 0.025)
+    return ordered[cut], ordered[rounds - 1 - cut]
+
+
+def bootstrap_counts(outcomes: Sequence[tuple[int, int]], rounds: int = BOOTSTRAP_ROUNDS,
+                     seed: int = BOOTSTRAP_SEED) -> dict:
+    """Integer bounds of the 95% percentile bootstrap, over `rounds` resamples of the outcomes:
+    `right` (evaluator right) and `margin` (evaluator right minus baseline right), each as counts
+    out of n = len(outcomes); n = 0 gives None bounds."""
+    n = len(outcomes)
+    if rounds < 40:
+        raise ValueError("a 95% interval needs at least 40 bootstrap rounds")
+    if not n:
+        return {"n": 0, "right": (None, None), "margin": (None, None)}
+    rng = random.Random(seed)
+    right = [e for e, _ in outcomes]
+    diff = [e - b for e, b in outcomes]
+    index = range(n)
+    right_sums, diff_sums = [], []
+    for _ in range(rounds):
+        drawn = rng.choices(index, k=n)
+        right_sums.append(sum(right[i] for i in drawn))
+        diff_sums.append(sum(diff[i] for i in drawn))
+    return {"n": n, "right": _percentile_bounds(right_sums, rounds), "margin": _percentile_bounds(diff_sums, rounds)}
+
+
+def validity_factor_wad(margin_low: int | None, n: int, baseline_right: int) -> int:
+    """The weight an automatic score earns, as an 18-decimal fixed-point share of 1 (WAD = 10**18).
+
+    0 while the lower end of the evaluator's 95% margin over the length rule is not above 0 (it has
+    not shown it beats the rule). Above that, the share of the length rule's errors the evaluator is
+    shown to fix at that lower end: margin_low / (n - baseline_right), both out of the same n decided
+    pairs, capped at 1. It grows with the margin, reaches 1 only for an evaluator shown to be right
+    wherever the rule is wrong, and costs a strong rule's set more to beat (on PandaLM, where people
+    side with the longer answer two times in three, a 10-point lower bound earns about 0.3; on an
+    LLMBar adversarial set, where the rule is mostly wrong, the same lower bound earns about 0.13).
+    Integer arithmetic, so every verifier gets the same number."""
+    if margin_low is None or margin_low <= 0 or n <= baseline_right:
+        return 0
+    return min(10 ** 18, margin_low * 10 ** 18 // (n - baseline_right))
+
+
+def prefers_longer(pairs: Sequence[dict], verdicts: Sequence[str | None]) -> dict:
+    """How often an evaluator's decided verdicts pick the longer answer (in words), over the pairs
+    whose answers differ in length: 0.5 is blind to length, 1.0 is the length rule."""
+    from lib.evaluators import words
+
+    longer = decided = 0
+    for p, v in zip(pairs, verdicts):
+        la, lb = words(p["answer_a"]), words(p["answer_b"])
+        if v in ("a", "b") and la != lb:
+            decided += 1
+            longer += (v == "a") == (la > lb)
+    return {"decided": decided, "longer": longer, "rate": _round(longer / decided) if decided else None}
+
+
+def validity(pairs: Sequence[dict], verdicts: Sequence[str | None], baseline: Sequence[str | None], *,
+             rounds: int = BOOTSTRAP_ROUNDS, seed: int = BOOTSTRAP_SEED) -> dict:
+    """An evaluator against the length rule on the same decided pairs: its accuracy with a 95%
+    bootstrap interval, the rule's accuracy, the margin (evaluator minus rule) with its paired
+    interval, n, and the weight it earns (`validity_factor_wad`, as a number in [0, 1])."""
+    outcomes = decided_outcomes(pairs, verdicts, baseline)
+    n = len(outcomes)
+    right = sum(e for e, _ in outcomes)
+    base = sum(b for _, b in outcomes)
+    boot = bootstrap_counts(outcomes, rounds, seed)
+    factor = validity_factor_wad(boot["margin"][0], n, base)
+
+    def share(count):
+        return None if count is None or not n else _round(count / n)
+
+    return {"pairs_non_tie": n, "accuracy_non_tie": share(right), "accuracy_ci_low": share(boot["right"][0]),
+            "accuracy_ci_high": share(boot["right"][1]), "length_accuracy_non_tie": share(base),
+            "margin_over_length": share(right - base) if n else None,
+            "margin_over_length_ci_low": share(boot["margin"][0]),
+            "margin_over_length_ci_high": share(boot["margin"][1]),
+            "weight": _round(factor / 10 ** 18), "weight_wad": str(factor),
+            "bootstrap": {"rounds": rounds, "seed": seed, "right": right, "length_right": base,
+                          "margin_low_count": boot["margin"][0]},
+            "prefers_longer": prefers_longer(pairs, verdicts)}

@@ -142,11 +142,13 @@ def check_model_metadata(d: Any) -> dict:
 
 def interaction_evidence(*, interaction_id: str, context_id: str, context_name: str, prompt: str,
                          model_id: str, answer: str, references: list[dict], metric: dict,
-                         sa: int | str, wa: int | str, history: list[dict] | None = None) -> dict:
+                         sa: int | str, wa: int | str, history: list[dict] | None = None,
+                         weighting: dict | None = None) -> dict:
     """Build an evidence record: the prompt, the answer, the k reference answers and the scores.
 
     `references` items: {"model": id, "text": answer, "score": Sa_i as WAD}; `metric`:
-    {"name": ..., "params": {...}} describing how the scores were computed.
+    {"name": ..., "params": {...}} describing how the scores were computed; `weighting`: how wA was
+    derived (lib/weighting.py), so that it can be rebuilt.
     """
     record = {"schema": EVIDENCE_SCHEMA, "version": VERSION, "interaction": interaction_id,
               "context": {"id": context_id, "name": context_name}, "prompt": prompt,
@@ -156,13 +158,15 @@ def interaction_evidence(*, interaction_id: str, context_id: str, context_name: 
                              for r in references],
               "metric": metric, "hasReference": bool(references),
               "scores": {"sA": str(sa), "wA": str(wa)}}
+    if weighting is not None:
+        record["weighting"] = weighting
     return check_evidence(record)
 
 
 def check_evidence(d: Any) -> dict:
     _header(d, EVIDENCE_SCHEMA)
     _no_extra(d, {"schema", "version", "interaction", "context", "prompt", "history", "answer",
-                  "references", "metric", "hasReference", "scores"}, "evidence: ")
+                  "references", "metric", "hasReference", "scores", "weighting"}, "evidence: ")
     _bytes32(d, "interaction")
     ctx = d.get("context")
     if not isinstance(ctx, dict):
@@ -203,6 +207,10 @@ def check_evidence(d: Any) -> dict:
         raise RecordError("scores must be an object with sA and wA")
     _wad(scores, "sA", "scores.")
     _wad(scores, "wA", "scores.")
+    if "weighting" in d:
+        from .weighting import check_weighting  # it reads records' canonical form
+
+        check_weighting(d["weighting"], len(refs))
     return d
 
 

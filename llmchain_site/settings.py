@@ -5,6 +5,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("LLMCHAIN_VAR_DIR", BASE_DIR / "var"))
@@ -358,6 +359,14 @@ LLMCHAIN_MTBENCH_DIR = Path(os.environ.get("LLMCHAIN_MTBENCH_DIR", LLMCHAIN_DATA
 LLMCHAIN_ORACLE_K = int(os.environ.get("LLMCHAIN_ORACLE_K", "3"))  # reference models per answer
 LLMCHAIN_ORACLE_TIMEOUT_S = float(os.environ.get("LLMCHAIN_ORACLE_TIMEOUT_S", "60"))  # per reference
 LLMCHAIN_ORACLE_METRIC = os.environ.get("LLMCHAIN_ORACLE_METRIC", "bertscore")
+# wA, the weight of the automatic score: "validated" multiplies the paper's mean R of the references by
+# the validity the metric earned on human-labelled pairs against the longer-answer rule (0 until it beats
+# it; lib/weighting.py); "paper" keeps the paper's mean R.
+LLMCHAIN_AUTO_WEIGHT = os.environ.get("LLMCHAIN_AUTO_WEIGHT", "validated")
+if LLMCHAIN_AUTO_WEIGHT not in ("validated", "paper"):
+    raise ImproperlyConfigured(f"LLMCHAIN_AUTO_WEIGHT must be validated or paper, not {LLMCHAIN_AUTO_WEIGHT!r}")
+# Pairs drawn from each labelled set when a newly registered judge is qualified (the full sets on demand).
+LLMCHAIN_QUALIFY_SAMPLE = int(os.environ.get("LLMCHAIN_QUALIFY_SAMPLE", "8"))
 LLMCHAIN_ORACLE_BATCH = int(os.environ.get("LLMCHAIN_ORACLE_BATCH", "16"))  # jobs scored together
 # A worker's claim on a job lasts this long; a killed worker's jobs pass to another after it.
 LLMCHAIN_ORACLE_LEASE_S = float(os.environ.get("LLMCHAIN_ORACLE_LEASE_S", "120"))
@@ -370,7 +379,7 @@ LLMCHAIN_DECAY_LAMBDA = os.environ.get("LLMCHAIN_DECAY_LAMBDA", "0.001")
 LLMCHAIN_DEBATE_ROUNDS = int(os.environ.get("LLMCHAIN_DEBATE_ROUNDS", "3"))  # D: round 0 + up to 2 discussions
 LLMCHAIN_DEBATE_MAX_TOKENS = int(os.environ.get("LLMCHAIN_DEBATE_MAX_TOKENS", "320"))  # per judge reply
 LLMCHAIN_DEBATE_TEMPERATURE = float(os.environ.get("LLMCHAIN_DEBATE_TEMPERATURE", "0.7"))
-LLMCHAIN_DEBATE_TIMEOUT_S = float(os.environ.get("LLMCHAIN_DEBATE_TIMEOUT_S", "180"))  # per judge reply
+LLMCHAIN_DEBATE_TIMEOUT_S = float(os.environ.get("LLMCHAIN_DEBATE_TIMEOUT_S", "180"))  # per judge reply, debate or G-Eval
 LLMCHAIN_DEBATE_LEASE_S = float(os.environ.get("LLMCHAIN_DEBATE_LEASE_S", "1800"))  # a whole debate
 LLMCHAIN_DEBATE_EXPERTS = int(os.environ.get("LLMCHAIN_DEBATE_EXPERTS", "1"))  # verdicts asked per disagreement
 

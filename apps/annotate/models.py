@@ -211,3 +211,37 @@ class MetaEvalRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.evaluator} on {self.source}"
+
+
+class Qualification(models.Model):
+    """An evaluator run on the human-labelled sets before its scores may carry weight: the figures
+    against "the longer answer wins" and the weight they earn (lib/weighting.py). The record it came
+    from (every decided pair's outcome) is on IPFS at `cid`, so the weight can be rebuilt without this
+    table. `status` says whether it is still running."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Waiting to run"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    evaluator = models.CharField(max_length=200, db_index=True)  # "bertscore-ref", "geval:<judge>", ...
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    full = models.BooleanField(default=False)  # every pair of every set, not a sample
+    per_set = models.PositiveIntegerField(null=True, blank=True)  # the sample's pairs per set
+    cid = models.CharField(max_length=100, blank=True)
+    factor = models.CharField(max_length=24, blank=True)  # 1e18 fixed point: the weight earned
+    figures = models.JSONField(default=dict, blank=True)  # pooled and per set, as `metaeval pairs` prints them
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"qualification of {self.evaluator} ({self.status})"
+
+    @property
+    def qualified(self) -> bool:
+        return self.status == self.Status.DONE and self.factor not in ("", "0")

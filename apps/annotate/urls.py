@@ -11,5 +11,6 @@ urlpatterns = [
     path("annotate/report/", report.report, name="metaeval-report"),
     path("metaeval/", metaeval.run_list, name="metaeval-runs"),
     path("metaeval/<int:pk>/", metaeval.run_detail, name="metaeval-run"),
+    path("models/<int:pk>/judging", metaeval.judge_qualification, name="model-judging"),
     path("api/metaeval/<int:pk>", api.MetaEvalRunDetail.as_view(), name="api-metaeval-run"),
 ]

@@ -2,7 +2,8 @@
 
 It replays the contract events (and the humEval call data, with block timestamps) through
 the Python mirror of the reputation model, checks that the contract's stored state equals
-the mirror's, and that the indexed tables equal the contract's state.
+the mirror's, that the indexed tables equal the contract's state, and that every recorded wA is
+what its evidence and qualification records on IPFS give (weights.check_weights).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from lib.ids import hex32
 from lib.reputation import GLOBAL_CONTEXT, ReputationError, ReputationModel
 
 from .client import from_hex, to_hex
+from .evidence import default_store
 from .indexer import fetch_all
 from .ledger import Ledger
 from .models import Reputation
+from .weights import WeightCheck, check_weights
 
 
 @dataclass
@@ -29,14 +32,16 @@ class AuditReport:
     interactions: int = 0
     contract_mismatches: list[dict] = field(default_factory=list)  # chain state vs recomputation
     db_mismatches: list[dict] = field(default_factory=list)  # database vs chain state
+    weights: WeightCheck = field(default_factory=WeightCheck)  # recorded wA vs evidence and qualification
 
     @property
     def ok(self) -> bool:
-        return not self.contract_mismatches and not self.db_mismatches
+        return not self.contract_mismatches and not self.db_mismatches and not self.weights.issues
 
     def summary(self) -> dict:
         return {"ok": self.ok, "events": self.events, "pairs": self.pairs, "interactions": self.interactions,
-                "contract_mismatches": len(self.contract_mismatches), "db_mismatches": len(self.db_mismatches)}
+                "contract_mismatches": len(self.contract_mismatches), "db_mismatches": len(self.db_mismatches),
+                "weights": self.weights.summary()}
 
 
 def all_events(ledger: Ledger, chunk: int = 10_000) -> list[dict]:
@@ -113,9 +118,9 @@ def replay(ledger: Ledger, events: list[dict]) -> ReputationModel:
     return mirror
 
 
-def run_audit(ledger: Ledger) -> AuditReport:
+def run_audit(ledger: Ledger, store=None) -> AuditReport:
     events = all_events(ledger)
-    report = AuditReport(events=len(events))
+    report = AuditReport(events=len(events), weights=check_weights(events, store or default_store()))
     try:
         mirror = replay(ledger, events)
     except ReputationError as exc:

@@ -193,16 +193,21 @@ class Gateway:
         """The whole answer as one string (streamed underneath, so read timeouts apply per piece)."""
         return "".join([piece async for piece in self.stream_chat(endpoint, messages, **params)])
 
-    async def chat(self, endpoint: Endpoint, messages: list[dict], **params) -> dict:
+    async def chat(self, endpoint: Endpoint, messages: list[dict], *, read_timeout: float | None = None,
+                   **params) -> dict:
         """One non-streamed completion, the endpoint's JSON as it is (``choices`` with their
         ``message`` and, when asked for, ``logprobs``): for judges that need more than the text.
-        Nothing reaches the user before it is whole, so every failure may be retried."""
+        Nothing reaches the user before it is whole, so every failure may be retried. Its first byte
+        comes only when the whole reply is written, so a caller with its own time limit for a reply
+        gives it as `read_timeout` (the gateway's read timeout is meant for the gap between pieces)."""
         payload = {"model": endpoint.model, "messages": messages, **params, "stream": False}
+        timeout = self.timeout if read_timeout is None else httpx.Timeout(
+            connect=self.timeout.connect, read=read_timeout, write=self.timeout.write, pool=self.timeout.pool)
         for attempt in range(self.retries + 1):
             try:
                 async with self._client() as client:
                     response = await client.post(endpoint.url("chat/completions"), json=payload,
-                                                 headers=endpoint.headers())
+                                                 headers=endpoint.headers(), timeout=timeout)
                 if response.status_code != 200:
                     raise _error_for(response, response.content)
                 try:

@@ -33,6 +33,7 @@ from apps.chain.evidence import EvidenceStore, LocalBlobStore, kubo_client
 from apps.chain.indexer import fetch_all
 from apps.chain.ipfs import KuboClient
 from apps.chain.ledger import Deployment, Ledger
+from apps.chain.weights import WeightCheck, check_weights
 from lib import outbound
 from lib.boardstats import Change, Evaluation, summarize
 from lib.ids import b32, hex32
@@ -113,6 +114,7 @@ class ChainBoards:
     answers: dict[str, tuple[int, float]] = field(default_factory=dict)
     answers_unreadable: int = 0
     style_checked: bool = True
+    weights: WeightCheck = field(default_factory=WeightCheck)  # every wA against its evidence (IPFS)
     _arenas: dict = field(default_factory=dict, compare=False, repr=False)  # (context, rounds) -> ArenaResult
 
     @property
@@ -278,6 +280,11 @@ def check_state(ledger: Ledger, last: dict, contexts, block: int) -> tuple[State
     return tuple(issues)
 
 
+def weight_issues(weights: WeightCheck) -> tuple[StateIssue, ...]:
+    return tuple(StateIssue(i["context"], i["model"], f"interaction {short_id(i['interaction'])}: {i['text']}")
+                 for i in weights.issues)
+
+
 def _rep_text(v: tuple) -> str:
     return f"(Ra {_wad(v[0])}, Rh {_wad(v[1])}, R {_wad(v[2])}, nAuto {v[3]}, nHuman {v[4]})"
 
@@ -295,14 +302,15 @@ def rebuild_from_chain(ledger: Ledger, store=None, *, to_block: int | None = Non
     votes, cids = votes_from_events(events)
     voted = {iid for v in votes.get(GLOBAL_CONTEXT_ID, []) for iid in (v.interaction_a, v.interaction_b)}
     answers = read_answers(voted, cids, reader) if style else {}
-    issues = check_state(ledger, last, contexts, head)
+    weights = check_weights(events, reader)
+    issues = check_state(ledger, last, contexts, head) + weight_issues(weights)
     try:  # the weights in the events were computed with it; a contract from before it has none
         lambda_wad = ledger.view("reputation", "lambdaWad", block=head)[0]
     except (Reverted, RpcError, ValueError):
         lambda_wad = None
     return ChainBoards(chain_id=ledger.deployment.chainId, reputation=ledger.deployment.reputation, from_block=start,
                        head=head, events=len(events), contexts=contexts, rows=rows, issues=issues, last=last,
-                       lambda_wad=lambda_wad, votes=votes, answers=answers,
+                       lambda_wad=lambda_wad, votes=votes, answers=answers, weights=weights,
                        answers_unreadable=len(voted) - len(answers) if style else 0, style_checked=style)
 
 
@@ -323,7 +331,8 @@ def chain_at_block(ledger: Ledger, block: int, store=None) -> ChainBoards:
     previous: ChainBoards | None = cache.get(f"verify:chain-last:{where}")
     if previous is not None and previous.head < block and time.time() - previous.built_at < REBUILD_MAX_AGE_S \
             and not ledger.client.logs([d.identity, d.reputation], previous.head + 1, block):
-        chain = replace(previous, head=block, issues=check_state(ledger, previous.last, previous.contexts, block))
+        chain = replace(previous, head=block, issues=check_state(ledger, previous.last, previous.contexts, block)
+                        + weight_issues(previous.weights))
     else:
         chain = rebuild_from_chain(ledger, store, to_block=block)
     cache.set(f"verify:chain-at:{where}:{block}", chain, CHAIN_CACHE_S)

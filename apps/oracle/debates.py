@@ -305,7 +305,8 @@ async def ask_judge(gateway: Gateway, judge: RegisteredModel, prompt: str, seed:
     async with asyncio.timeout(settings.LLMCHAIN_DEBATE_TIMEOUT_S):
         if not await structured_support(gateway, judge, endpoint):
             return await gateway.complete(endpoint, messages, **params)
-        body = await chat_structured(gateway, endpoint, messages, protocol.VERDICT_SCHEMA, **params)
+        body = await chat_structured(gateway, endpoint, messages, protocol.VERDICT_SCHEMA,
+                                     read_timeout=settings.LLMCHAIN_DEBATE_TIMEOUT_S, **params)
     choice = body["choices"][0] if isinstance(body["choices"][0], dict) else {}
     text = str((choice.get("message") or {}).get("content") or "")
     found = protocol.verdict_probabilities((choice.get("logprobs") or {}).get("content"))

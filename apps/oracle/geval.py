@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.db import IntegrityError
 
 from apps.chat.gateway import EndpointRefused, Gateway, GatewayError, structured_support
@@ -42,7 +43,8 @@ class GatewayTransport:
 
     def complete(self, messages: list[dict], **params) -> dict:
         try:
-            return async_to_sync(self.gateway.chat)(self.endpoint, messages, **params)
+            return async_to_sync(self.gateway.chat)(self.endpoint, messages,
+                                                    read_timeout=settings.LLMCHAIN_DEBATE_TIMEOUT_S, **params)
         except EndpointRefused as exc:
             raise geval.RequestRefused(str(exc)) from exc
         except GatewayError as exc:
@@ -162,6 +164,11 @@ class GEvalMetric:
         except EvaluatorError as exc:
             raise MetricError(str(exc)) from None
         self.question = question
+
+    @property
+    def evaluator_name(self) -> str:
+        """The evaluator whose qualification decides this metric's weight (apps/oracle/weights.py)."""
+        return f"geval:{self.evaluator.model.name}"
 
     @property
     def params(self) -> dict[str, str]:

@@ -2,7 +2,8 @@
 
 asking  → the top-k other running models of the context (by R) answer the same messages;
           each answer is saved on the job as it arrives, so a restart never asks twice.
-scored  → Sa = mean calibrated metric(answer, ref_j), wa = mean R(ref model j, c).
+scored  → Sa = mean calibrated metric(answer, ref_j), wa = mean R(ref model j, c) times the metric's
+          earned validity factor under LLMCHAIN_AUTO_WEIGHT=validated (apps/oracle/weights.py).
 pinned  → the evidence record (prompt, answer, references, metric, scores) is on IPFS.
 submitted → autoEval is queued in the outbox under the interaction's idempotency key.
 onchain → the outbox says autoEval is confirmed.
@@ -32,6 +33,9 @@ from apps.chat.ratings import queue_waiting
 from apps.chat.accounts import registration_of
 from lib import records
 from lib.reputation import WAD
+from lib.weighting import weighted_wa, weighting
+
+from . import weights
 
 from .models import EvaluationJob
 from .notify import push_evaluation
@@ -150,12 +154,15 @@ def score_jobs(jobs: list[EvaluationJob], metric) -> None:
     scores = metric.score_pairs(pairs) if pairs else []
     for (job, i), s in zip(owners, scores):
         job.references[i]["score"] = str(min(WAD, max(0, round(s * WAD))))
+    factor, qualification, why = weights.earned(metric)
     for job in jobs:
         answered = job.answered_references()
         ctx = job.interaction.conversation.context.context_id
         sa = sum(int(r["score"]) for r in answered) // len(answered) if answered else 0
-        wa = sum(reputation_in(ctx, r["model"]) for r in answered) // len(answered) if answered else 0
-        _save(job, references=job.references, sa=str(sa), wa=str(wa), status=S.SCORED)
+        w = weighting(rule=settings.LLMCHAIN_AUTO_WEIGHT, evaluator=weights.evaluator_of(metric),
+                      reference_r=[reputation_in(ctx, r["model"]) for r in answered], factor=factor,
+                      qualification=qualification, reason=why)
+        _save(job, references=job.references, sa=str(sa), wa=str(weighted_wa(w)), weighting=w, status=S.SCORED)
 
 
 def pin_evidence(job: EvaluationJob, metric) -> None:
@@ -168,7 +175,8 @@ def pin_evidence(job: EvaluationJob, metric) -> None:
         model_id=conv.model.model_id, answer=interaction.answer,
         references=[{"model": r["model"], "text": r["text"], "score": r["score"]}
                     for r in job.answered_references()],
-        metric={"name": metric.name, "params": dict(metric.params)}, sa=job.sa, wa=job.wa)
+        metric={"name": metric.name, "params": dict(metric.params)}, sa=job.sa, wa=job.wa,
+        weighting=job.weighting or None)
     cid = default_store().put(records.canonical(record))
     _save(job, evidence_cid=cid, status=S.PINNED)
 

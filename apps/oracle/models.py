@@ -34,6 +34,7 @@ class EvaluationJob(WorkRow):
     references = models.JSONField(default=list)  # [{"model": id, "name", "text"|None, "error"}]
     sa = models.CharField(max_length=24, blank=True)  # 1e18 fixed point, as on-chain
     wa = models.CharField(max_length=24, blank=True)
+    weighting = models.JSONField(default=dict, blank=True)  # how wa was derived (lib/weighting.py)
     evidence_cid = models.CharField(max_length=100, blank=True)
     outbox_item = models.ForeignKey("chain.OutboxItem", null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(default=timezone.now)

@@ -23,7 +23,11 @@ log = logging.getLogger(__name__)
 def load_metric():
     from lib.metrics import get_metric  # imports torch: only workers pay for it
 
-    return get_metric(settings.LLMCHAIN_ORACLE_METRIC)
+    from .weights import say_refusal
+
+    metric = get_metric(settings.LLMCHAIN_ORACLE_METRIC)
+    say_refusal(metric)
+    return metric
 
 
 def run_once(metric) -> int:

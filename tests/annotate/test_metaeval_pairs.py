@@ -125,7 +125,7 @@ def test_a_bad_line_is_refused_by_number_and_prints_no_json(tmp_path, bad, messa
 
 def test_an_unknown_evaluator_is_refused_with_the_available_ones(tmp_path):
     with pytest.raises(CommandError,
-                       match=r"unknown evaluator 'bleu'; available: bertscore-ref, (.*, )?length\b"):
+                       match=r"unknown evaluator 'bleu'; available: bertscore-lc, bertscore-ref, (.*, )?length\b"):
         run(write(tmp_path, PAIRS), "bleu")
 
 

@@ -152,3 +152,16 @@ async def test_an_answer_cut_at_the_token_limit_says_so(model_server):
     whole = [p async for p in Gateway().stream_chat(endpoint, [{"role": "user", "content": "Say yes."}],
                                                     max_tokens=200, temperature=0, outcome=outcome)]
     assert whole and outcome == {"finish_reason": "stop"}
+
+
+async def test_a_non_streamed_call_waits_for_the_whole_reply_as_long_as_its_caller_allows():
+    seen = []
+
+    def handler(request):
+        seen.append(request.extensions["timeout"]["read"])
+        return httpx.Response(200, json={"choices": [{"message": {"content": "ok"}}]})
+
+    g = gateway(handler)
+    await g.chat(ENDPOINT, [{"role": "user", "content": "hi"}])
+    await g.chat(ENDPOINT, [{"role": "user", "content": "hi"}], read_timeout=500)
+    assert seen == [60.0, 500]

@@ -88,7 +88,7 @@ def test_bertscore_ref_with_the_real_encoder_prefers_the_paraphrase():
 
 
 def test_an_unknown_evaluator_is_an_error_listing_the_available_ones():
-    with pytest.raises(EvaluatorError, match=r"unknown evaluator 'lenght'; available: bertscore-ref, (.*, )?length\b"):
+    with pytest.raises(EvaluatorError, match=r"unknown evaluator 'lenght'; available: bertscore-lc, bertscore-ref, (.*, )?length\b"):
         get_evaluator("lenght")
 
 

@@ -41,6 +41,7 @@ def run_all(metric):
 
 def test_an_answer_is_scored_against_the_three_other_models_and_lands_on_chain(replay_world, metric, settings):
     settings.LLMCHAIN_ORACLE_K = 3
+    settings.LLMCHAIN_AUTO_WEIGHT = "paper"  # the paper's wA (tests/oracle/test_earned_weight.py: validated)
     interaction, = chat(replay_world, "alpha-7b", [QUESTIONS[0][1]])
     run_all(metric)
     job = EvaluationJob.objects.get(interaction=interaction)

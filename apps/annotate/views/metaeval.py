@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.shortcuts import get_object_or_404, render
 
 from ..metaeval_runs import PAIRS_TEXT, SCORES_TEXT, context_names, headline, run_page
-from ..models import MetaEvalRun
+from ..models import MetaEvalRun, Qualification
 
 
 def run_list(request):
@@ -21,3 +21,23 @@ def run_detail(request, pk: int):
     """One run: its full table, a chart of the same figures, what each figure means, how to reproduce it."""
     page = run_page(get_object_or_404(MetaEvalRun, pk=pk))
     return render(request, "annotate/metaeval_run.html", {"page": page, "run": page.run, "chart": page.chart})
+
+
+def judge_qualification(request, pk: int):
+    """The model page's part on judging: whether the model, as a judge, has beaten preferring the
+    longer answer on the human-labelled sets (loaded after the page, from the database alone)."""
+    from apps.chat.models import RegisteredModel
+
+    from ..qualify import judge_evaluator, latest, refusal
+
+    model = get_object_or_404(RegisteredModel, pk=pk)
+    evaluator = judge_evaluator(model.name)
+    running = Qualification.objects.filter(evaluator=evaluator, status__in=[
+        Qualification.Status.PENDING, Qualification.Status.RUNNING]).exists()
+    failed = Qualification.objects.filter(evaluator=evaluator).first()
+    done = latest(evaluator)
+    return render(request, "annotate/_judge_qualification.html", {
+        "model": model, "is_judge": model.is_judge, "done": done, "running": running,
+        "failed": failed if failed and failed.status == Qualification.Status.FAILED else None,
+        "refusal": refusal(evaluator) if done else "", "evaluator": evaluator,
+        "sets": list((done.figures.get("per_set") or {}).items()) if done else []})

@@ -30,8 +30,10 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from lib import topical_chat
-from lib.evaluators import EvaluatorError, available_evaluators, get_evaluator
-from lib.metaeval import CORRELATIONS, MIN_CORRELATION_N, PairsFileError, pairs_report, read_pairs, score_correlations
+from lib.evaluators import EvaluatorError, Length, available_evaluators, get_evaluator
+from lib.labelled_sets import LabelledSetError, llmbar_pairs, pandalm_pairs
+from lib.metaeval import (CORRELATIONS, MIN_CORRELATION_N, PairsFileError, pairs_report, read_pairs,
+                          score_correlations, validity)
 
 from ...metaeval_runs import UnknownBoardContext, record_run, resolve_context
 from ...report import DEBATE, debates_report
@@ -79,6 +81,18 @@ class Command(BaseCommand):
             saved.add_argument("--context", default="", help="the board context the run speaks for (its name or "
                                                              "id; Global for the global board): that board links to it")
             saved.add_argument("--label", default="", help='what the data is, in words (e.g. "Topical-Chat dialogue")')
+        for name, what in (("pandalm", "PandaLM testset-v1.json"),
+                           ("llmbar", "one LLMBar set: its dataset.json or its folder (e.g. llmbar/Adversarial/GPTOut)")):
+            imported = sub.add_parser(f"import-{name}", help=f"write the pairs file of {what}")
+            imported.add_argument("path", help=what)
+            imported.add_argument("--out", required=True, help="the JSONL file to write")
+        qualify = sub.add_parser("qualify", help="run an evaluator on the human-labelled sets (PandaLM, LLMBar) and "
+                                                 "keep the weight it earns against the length rule")
+        qualify.add_argument("--evaluator", required=True, help=f"one of: {evaluators}")
+        size = qualify.add_mutually_exclusive_group()
+        size.add_argument("--sample", type=int, help="pairs drawn from each set (default: LLMCHAIN_QUALIFY_SAMPLE "
+                                                     "for a judge, every pair otherwise)")
+        size.add_argument("--full", action="store_true", help="every pair of every set")
         derive = sub.add_parser("topical-pairs", help="write the pairs file derived from Topical-Chat USR")
         derive.add_argument("--data", required=True, help="topical_chat_usr.json")
         derive.add_argument("--out", required=True, help="the JSONL file to write")
@@ -153,6 +167,7 @@ class Command(BaseCommand):
         except (EvaluatorError, ValueError) as exc:
             raise CommandError(f"{evaluator}: {exc}") from None
         seconds = time.perf_counter() - started
+        report.update(validity(pairs, verdicts, Length().compare(pairs)))
         details = judge.pair_details()
 
         def row(name: str, r: dict) -> list[str]:
@@ -179,6 +194,7 @@ class Command(BaseCommand):
                           f"seed 003 eq. (2) on the pairs humans did not tie; agreement: eq. (2) on all pairs, a "
                           f"tie agreeing with a human tie; undecided verdicts count as wrong; system pairs: eq. (3) "
                           f"per category and system pair, agreed/compared (tied modes left out).")
+        self.stdout.write(validity_line(report))
         if details.get("warning"):
             self.stdout.write(details["warning"])
         if "replies_without_verdict" in details:
@@ -251,17 +267,82 @@ class Command(BaseCommand):
             "n": len(items), "reference": "knowledge fact (`context`)",
             "seconds": round(seconds, 2), "criteria": results})
 
+    def _write_pairs(self, pairs: list[dict], out: str) -> None:
+        try:
+            Path(out).write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs), encoding="utf-8")
+        except OSError as exc:
+            raise CommandError(f"cannot write {out}: {exc.strerror or exc}") from None
+
+    def _import(self, read, path: str, out: str) -> None:
+        try:
+            pairs = read(path)
+        except LabelledSetError as exc:
+            raise CommandError(str(exc)) from None
+        self._write_pairs(pairs, out)
+        ties = sum(1 for p in pairs if p["human"] == "tie")
+        self.stdout.write(f"wrote {len(pairs)} pairs ({ties} human ties) to {printable(out)}")
+
+    def do_import_pandalm(self, *, path, out, **_):
+        self._import(pandalm_pairs, path, out)
+
+    def do_import_llmbar(self, *, path, out, **_):
+        self._import(llmbar_pairs, path, out)
+
+    def do_qualify(self, *, evaluator, sample=None, full=False, **_):
+        from django.conf import settings
+
+        from ...qualify import QualificationError, qualify
+
+        self._evaluator(evaluator)  # an unknown name fails before anything is kept
+        if sample is not None and sample < 1:
+            raise CommandError(f"--sample must be at least 1, not {sample}")
+        slow = evaluator.split(":")[0] in ("geval", "debate")
+        per_set = None if full else sample if sample is not None else (settings.LLMCHAIN_QUALIFY_SAMPLE if slow else None)
+        started = time.perf_counter()
+        try:
+            q = qualify(evaluator, per_set=per_set)
+        except QualificationError as exc:
+            raise CommandError(str(exc)) from None
+        rows = [[printable(name), str(f["pairs_non_tie"]), _ci(f, "accuracy_non_tie", "accuracy_ci_low", "accuracy_ci_high"),
+                 _pct(f["length_accuracy_non_tie"]),
+                 _ci(f, "margin_over_length", "margin_over_length_ci_low", "margin_over_length_ci_high")]
+                for name, f in [*q.figures["per_set"].items(), ("pooled", q.figures["pooled"])]]
+        self._table(["set", "decided pairs", "accuracy [95%]", "longer wins", "margin [95%]"], rows)
+        pooled = q.figures["pooled"]
+        from ...qualify import refusal
+
+        why = refusal(evaluator)
+        self.stdout.write(f"{printable(evaluator)} {'qualified' if q.qualified else 'NOT qualified'}: weight "
+                          f"{_pct(pooled['weight'])} ({'sample of ' + str(per_set) + ' per set' if per_set else 'every pair'}"
+                          f", {time.perf_counter() - started:.1f} s); record {q.cid}" + (f". {why}" if why else ""))
+        self.stdout.write(json.dumps({"evaluator": evaluator, "qualification": q.pk, "cid": q.cid,
+                                      "qualified": q.qualified, "per_set": per_set, "sets": q.figures["sets"],
+                                      "per_set_figures": q.figures["per_set"],
+                                      **{k: v for k, v in pooled.items() if k != "prefers_longer"},
+                                      "prefers_longer": pooled["prefers_longer"]}, sort_keys=True))
+
     def do_topical_pairs(self, *, data, out, criterion, **_):
         try:
             pairs = topical_chat.derive_pairs(topical_chat.load(data), criterion)
         except topical_chat.TopicalChatError as exc:
             raise CommandError(str(exc)) from None
-        try:
-            Path(out).write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs), encoding="utf-8")
-        except OSError as exc:
-            raise CommandError(f"cannot write {out}: {exc.strerror or exc}") from None
+        self._write_pairs(pairs, out)
         ties = sum(1 for p in pairs if p["human"] == "tie")
         self.stdout.write(f"wrote {len(pairs)} pairs ({ties} human ties on {criterion}) to {out}")
+
+
+def validity_line(r: dict) -> str:
+    """The evaluator against the length rule on the same decided pairs, in one line."""
+    def pct(x):
+        return "—" if x is None else f"{x:.3f}"
+
+    longer = r["prefers_longer"]
+    return (f"validity on {r['pairs_non_tie']} decided pairs: accuracy {pct(r['accuracy_non_tie'])} "
+            f"[{pct(r['accuracy_ci_low'])}, {pct(r['accuracy_ci_high'])}]; the longer answer wins: "
+            f"{pct(r['length_accuracy_non_tie'])}; margin {pct(r['margin_over_length'])} "
+            f"[{pct(r['margin_over_length_ci_low'])}, {pct(r['margin_over_length_ci_high'])}] (paired bootstrap, "
+            f"{r['bootstrap']['rounds']} rounds, 95%); weight earned {pct(r['weight'])}; picks the longer answer in "
+            f"{pct(longer['rate'])} of its {longer['decided']} decided verdicts on pairs of unequal length")
 
 
 def _judge_line(name: str, judged: dict) -> str:
@@ -278,6 +359,14 @@ def _judge_line(name: str, judged: dict) -> str:
             f"{f(cal['ece'])} over {cal['n']} verdict distributions (accuracy {f(cal['accuracy'])}, mean confidence "
             f"{f(cal['mean_confidence'])}); unconstrained probability on the allowed verdicts "
             f"{f(judged['mean_verdict_mass'])}")
+
+
+def _pct(x) -> str:
+    return "—" if x is None else f"{x:.3f}"
+
+
+def _ci(f: dict, key: str, low: str, high: str) -> str:
+    return f"{_pct(f[key])} [{_pct(f[low])}, {_pct(f[high])}]"
 
 
 def _mass(x) -> str:

@@ -142,6 +142,8 @@ class Command(BaseCommand):
             self.stdout.write(f"CHAIN != RECOMPUTED {m}")
         for m in report.db_mismatches[:20]:
             self.stdout.write(f"DATABASE != CHAIN {m}")
+        for m in report.weights.issues[:20]:
+            self.stdout.write(f"WEIGHT != EVIDENCE {m}")
         self.stdout.write(f"{report.events} events, {report.interactions} interactions, {report.pairs} "
                           f"(model, context) scores: " + ("all agree" if report.ok else "MISMATCH"))
         self.stdout.write(json.dumps(report.summary()))

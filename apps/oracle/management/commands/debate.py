@@ -136,8 +136,10 @@ class Command(BaseCommand):
                 taken += moved
             self.stdout.write(json.dumps({"held": taken}))
             return
-        self.stdout.write("debate worker: holding queued debates (Ctrl-C stops it)")
-        run_worker(debates.run_once, idle_sleep=2, name="debate worker")
+        from apps.annotate.qualify import run_pending
+
+        self.stdout.write("debate worker: holding queued debates, qualifying new judges (Ctrl-C stops it)")
+        run_worker(lambda: debates.run_once() or run_pending(), idle_sleep=2, name="debate worker")
 
     def do_status(self, **_):
         self.stdout.write(json.dumps({s: DebateJob.objects.filter(status=s).count() for s in S.values}))

@@ -1,0 +1,94 @@
+"""Rebuild every recorded wA from the chain and IPFS alone (lib/weighting.py).
+
+For each AutoEvaluated event with references, the evidence record (by its CID, checked) gives the
+weighting: the rule, the R of each reference as the oracle used it, and under `validated` the CID of
+the evaluator's qualification record, whose outcomes give the factor again. The wA the event carries
+must be what they give. Each reference's R must be a value the chain emitted for that model in that
+context before the evaluation (a ReputationUpdated event); a model with no REP there yet was given
+the context's mean, which is counted (`fallback`) but not checked. Records from before weightings
+were written are counted as `unweighted`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from lib import records
+from lib.cid import CidError
+from lib.ids import hex32
+from lib.weighting import WeightingError, expected_wa, parse_qualification
+
+from .evidence import EvidenceCorrupt, EvidenceMissing
+from .ipfs import IpfsError
+
+log = logging.getLogger(__name__)
+READ_TIMEOUT_S = 5
+
+
+@dataclass
+class WeightCheck:
+    checked: int = 0  # wA rebuilt and compared
+    unweighted: int = 0  # evidence without a weighting (written before it existed)
+    fallback: int = 0  # reference R values given as the context's mean (no REP of that model yet)
+    issues: list[dict] = field(default_factory=list)  # {"interaction", "model", "context", "text"}
+
+    def summary(self) -> dict:
+        return {"checked": self.checked, "unweighted": self.unweighted, "fallback": self.fallback,
+                "mismatches": len(self.issues)}
+
+
+def _read(store, cid: str, parse):
+    try:
+        return parse(store.get(cid, timeout=READ_TIMEOUT_S)), ""
+    except (EvidenceMissing, EvidenceCorrupt, CidError, records.RecordError, WeightingError, OSError,
+            IpfsError) as exc:
+        return None, f"{cid} cannot be read: {exc}"
+
+
+def check_weights(events: list[dict], store) -> WeightCheck:
+    """Every AutoEvaluated event's wA against what its evidence and qualification give (see module)."""
+    report = WeightCheck()
+    held: dict[tuple[str, str], set[int]] = defaultdict(set)  # pair -> every R emitted so far
+    qualifications: dict[str, tuple[dict | None, str]] = {}
+    for e in events:
+        a, name = e["args"], e["event"]
+        if name == "ReputationUpdated":
+            held[(hex32(a["modelId"]), hex32(a["contextId"]))].add(int(a["r"]))
+            continue
+        if name != "AutoEvaluated" or not a["hasReference"]:
+            continue
+        iid, model, context = hex32(a["interactionId"]), hex32(a["modelId"]), hex32(a["contextId"])
+
+        def issue(text: str) -> None:
+            report.issues.append({"interaction": iid, "model": model, "context": context, "text": text})
+
+        evidence, why = _read(store, a["evidenceCid"], records.parse)
+        if evidence is None:
+            issue(f"the evidence {why}")
+            continue
+        w = evidence.get("weighting")
+        if w is None:
+            report.unweighted += 1
+            continue
+        q = None
+        if w["rule"] == "validated" and w["qualification"]:
+            if w["qualification"] not in qualifications:
+                qualifications[w["qualification"]] = _read(store, w["qualification"], parse_qualification)
+            q, why = qualifications[w["qualification"]]
+            if q is None:
+                issue(f"the qualification {why}")
+        wa, problems = expected_wa(w, q)
+        for text in problems:
+            issue(text)
+        if wa != int(a["wA"]):
+            issue(f"wA on-chain is {a['wA']}, its evidence and qualification give {wa}")
+        for ref, r in zip(evidence["references"], w["referenceR"]):
+            seen = held.get((hex32(ref["model"]), context))
+            if not seen:
+                report.fallback += 1
+            elif int(r) not in seen:
+                issue(f"the R {r} given for reference model {ref['model']} is no value the chain held for it here")
+        report.checked += 1
+    return report

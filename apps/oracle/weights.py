@@ -1,0 +1,51 @@
+"""The weight the oracle's metric has earned (LLMCHAIN_AUTO_WEIGHT, lib/weighting.py).
+
+Under `validated` the metric's evaluator counts only through a qualification that beat the length
+rule on the human-labelled sets (apps/annotate/qualify.py); otherwise its factor is 0 and the reason
+goes into every evidence record, so a reader sees why the automatic score moved nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+
+from apps.annotate.qualify import latest, refusal
+
+log = logging.getLogger(__name__)
+
+# The oracle metric's name -> the metaeval evaluator that judges answers the same way.
+EVALUATORS = {"bertscore": "bertscore-ref"}
+
+
+def evaluator_of(metric) -> str:
+    """The evaluator whose qualification speaks for `metric`: a judge metric's own (`geval:<judge>`),
+    else the evaluator of the same name (BERTScore against references: `bertscore-ref`)."""
+    own = getattr(metric, "evaluator_name", None)
+    return own or EVALUATORS.get(metric.name, metric.name)
+
+
+def earned(metric) -> tuple[int, str | None, str]:
+    """(factor as 1e18 fixed point, the qualification's CID or None, why) for the metric now."""
+    evaluator = evaluator_of(metric)
+    if settings.LLMCHAIN_AUTO_WEIGHT == "paper":
+        return 10 ** 18, None, "LLMCHAIN_AUTO_WEIGHT=paper: the paper's weight, the mean R of the references"
+    q = latest(evaluator)
+    why = refusal(evaluator)
+    if q is None:
+        return 0, None, why
+    if why:
+        return 0, q.cid, why
+    pooled = q.figures.get("pooled", {})
+    return int(q.factor), q.cid, (f"{evaluator} beat preferring the longer answer on "
+                                  f"{pooled.get('pairs_non_tie')} human-labelled pairs (margin "
+                                  f"{pooled.get('margin_over_length')}, lower end "
+                                  f"{pooled.get('margin_over_length_ci_low')})")
+
+
+def say_refusal(metric) -> None:
+    """Log, once at a worker's start, when the metric's scores will carry no weight and why."""
+    factor, _, why = earned(metric)
+    if not factor:
+        log.warning("the automatic scores will carry no weight (wA = 0): %s", why)

@@ -1,0 +1,109 @@
+"""The automatic score's weight is earned (LLMCHAIN_AUTO_WEIGHT): under `validated`, wA is the mean R
+of the references times the factor the metric's qualification earned against the length rule: 0
+on-chain where it has not beaten the rule. `chain audit` and `leaderboard verify` rebuild every wA
+from the chain and IPFS alone, and catch one that its records do not give. Real anvil, real replay
+models, the real BERTScore metric."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.annotate.models import Qualification
+from apps.chain import indexer
+from apps.chain.audit import run_audit
+from apps.chain.evidence import default_store
+from apps.chain.models import Interaction as LedgerInteraction
+from apps.chain.models import Reputation
+from apps.leaderboard.verify import default_reader, rebuild_from_chain
+from apps.oracle import jobs
+from apps.oracle.models import EvaluationJob
+from apps.oracle.worker import load_metric
+from lib import records
+from lib.reputation import WAD
+from lib.weighting import qualification_record
+
+from .conftest import QUESTIONS, chat, drain
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.chain, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def metric():
+    return load_metric()
+
+
+def qualified_as(evaluator: str, right: int, length_right: int, n: int = 200) -> Qualification:
+    """A finished qualification of `evaluator` whose record (pinned) has these outcomes."""
+    outcomes = [(f"p{i}", int(i < right), int(i < length_right)) for i in range(n)]
+    record = qualification_record(evaluator=evaluator, params={}, outcomes=outcomes,
+                                  sets=[{"name": "PandaLM", "sha256": "0" * 64, "pairs": n, "judged": n}])
+    cid = default_store().put(records.canonical(record))
+    return Qualification.objects.create(evaluator=evaluator, status=Qualification.Status.DONE, full=True, cid=cid,
+                                        factor=record["figures"]["factor"], figures={"pooled": {}})
+
+
+def evaluate(world, metric, model: str, questions) -> list[EvaluationJob]:
+    interactions = chat(world, model, [q for _, q, _ in questions])
+    while claimed := jobs.claim(16):
+        jobs.process(claimed, metric)
+    drain(world["submitter"])
+    indexer.index_until_head(world["ledger"])
+    return [EvaluationJob.objects.get(interaction=i) for i in interactions]
+
+
+def test_where_bertscore_has_not_beaten_the_length_rule_wa_is_zero_on_chain_and_audit_and_verify_agree(
+        replay_world, metric, settings):
+    settings.LLMCHAIN_AUTO_WEIGHT = "validated"
+    q = qualified_as("bertscore-ref", right=120, length_right=130)  # worse than preferring the longer answer
+    assert q.factor == "0"
+    done = evaluate(replay_world, metric, "alpha-7b", QUESTIONS[:2]) + \
+        evaluate(replay_world, metric, "beta-13b", QUESTIONS[:1])
+    for job in done:
+        onchain = LedgerInteraction.objects.get(interaction_id=job.interaction.interaction_id)
+        assert onchain.has_reference and onchain.wa == 0 and int(job.sa) > 0
+        w = records.parse(default_store().get(job.evidence_cid))["weighting"]
+        assert (w["rule"], w["factor"], w["qualification"], w["evaluator"]) == ("validated", "0", q.cid,
+                                                                                 "bertscore-ref")
+        assert int(w["meanR"]) > 0 and "has not shown it beats preferring the longer answer" in w["reason"]
+    context = replay_world["writing"].context_id
+    assert set(Reputation.objects.filter(context_id=context).values_list("ra", flat=True)) == {WAD // 2}
+    audit = run_audit(replay_world["ledger"])
+    assert audit.ok and audit.weights.checked == 3 and not audit.weights.issues
+    chain = rebuild_from_chain(replay_world["ledger"], default_reader(), style=False)
+    assert chain.ok and chain.weights.checked == 3
+
+
+def test_a_qualified_metric_weighs_by_its_factor_and_a_wa_its_records_do_not_give_is_caught(
+        replay_world, metric, settings):
+    settings.LLMCHAIN_AUTO_WEIGHT = "validated"
+    q = qualified_as("bertscore-ref", right=170, length_right=110)
+    factor = int(q.factor)
+    assert 0 < factor < WAD
+    first, = evaluate(replay_world, metric, "alpha-7b", QUESTIONS[:1])
+    w = first.weighting
+    assert int(first.wa) == int(w["meanR"]) * factor // WAD > 0
+    # an oracle that records a wA its evidence does not give
+    interaction, = chat(replay_world, "beta-13b", [QUESTIONS[1][1]])
+    job = EvaluationJob.objects.get(interaction=interaction)
+    jobs.collect_references(job)
+    jobs.score_jobs([job], metric)
+    EvaluationJob.objects.filter(pk=job.pk).update(wa=str(int(job.wa) + 1))
+    job.refresh_from_db()
+    jobs.pin_evidence(job, metric)
+    jobs.submit(job)
+    drain(replay_world["submitter"])
+    indexer.index_until_head(replay_world["ledger"])
+    audit = run_audit(replay_world["ledger"])
+    assert not audit.ok and audit.weights.checked == 2
+    issue, = audit.weights.issues
+    assert issue["interaction"] == interaction.interaction_id and "its evidence and qualification give" in issue["text"]
+    chain = rebuild_from_chain(replay_world["ledger"], default_reader(), style=False)
+    assert any("its evidence and qualification give" in i.text for i in chain.issues)
+
+
+def test_under_paper_wa_is_the_mean_r_of_the_references_and_audit_agrees(replay_world, metric, settings):
+    settings.LLMCHAIN_AUTO_WEIGHT = "paper"
+    job, = evaluate(replay_world, metric, "alpha-7b", QUESTIONS[:1])
+    assert int(job.wa) == WAD // 2 and job.weighting["rule"] == "paper" and job.weighting["factor"] == str(WAD)
+    audit = run_audit(replay_world["ledger"])
+    assert audit.ok and audit.weights.checked == 1
