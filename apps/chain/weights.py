@@ -6,7 +6,8 @@ the evaluator's qualification record, whose outcomes give the factor again. The 
 must be what they give. Each reference's R must be a value the chain emitted for that model in that
 context before the evaluation (a ReputationUpdated event); a model with no REP there yet was given
 the context's mean, which is counted (`fallback`) but not checked. Records from before weightings
-were written are counted as `unweighted`.
+were written are counted as `unweighted`; evidence or a qualification that cannot be read (IPFS away,
+a CID nobody pinned) as `unreadable`: neither proves the wA wrong, and the report says how many.
 """
 
 from __future__ import annotations
@@ -32,11 +33,12 @@ class WeightCheck:
     checked: int = 0  # wA rebuilt and compared
     unweighted: int = 0  # evidence without a weighting (written before it existed)
     fallback: int = 0  # reference R values given as the context's mean (no REP of that model yet)
+    unreadable: int = 0  # evidence or qualification records that could not be read
     issues: list[dict] = field(default_factory=list)  # {"interaction", "model", "context", "text"}
 
     def summary(self) -> dict:
         return {"checked": self.checked, "unweighted": self.unweighted, "fallback": self.fallback,
-                "mismatches": len(self.issues)}
+                "unreadable": self.unreadable, "mismatches": len(self.issues)}
 
 
 def _read(store, cid: str, parse):
@@ -61,12 +63,16 @@ def check_weights(events: list[dict], store) -> WeightCheck:
             continue
         iid, model, context = hex32(a["interactionId"]), hex32(a["modelId"]), hex32(a["contextId"])
 
-        def issue(text: str) -> None:
+        def issue(text: str, iid=iid, model=model, context=context) -> None:
             report.issues.append({"interaction": iid, "model": model, "context": context, "text": text})
 
         evidence, why = _read(store, a["evidenceCid"], records.parse)
         if evidence is None:
-            issue(f"the evidence {why}")
+            log.info("wA of %s not rebuilt: the evidence %s", iid, why)
+            report.unreadable += 1
+            continue
+        if evidence["schema"] != records.EVIDENCE_SCHEMA or evidence["interaction"].lower() != iid:
+            issue("the evidence CID on-chain holds the record of another interaction")
             continue
         w = evidence.get("weighting")
         if w is None:
@@ -78,14 +84,16 @@ def check_weights(events: list[dict], store) -> WeightCheck:
                 qualifications[w["qualification"]] = _read(store, w["qualification"], parse_qualification)
             q, why = qualifications[w["qualification"]]
             if q is None:
-                issue(f"the qualification {why}")
+                log.info("wA of %s not rebuilt: the qualification %s", iid, why)
+                report.unreadable += 1
+                continue
         wa, problems = expected_wa(w, q)
         for text in problems:
             issue(text)
         if wa != int(a["wA"]):
             issue(f"wA on-chain is {a['wA']}, its evidence and qualification give {wa}")
         for ref, r in zip(evidence["references"], w["referenceR"]):
-            seen = held.get((hex32(ref["model"]), context))
+            seen = held.get((ref["model"].lower(), context))
             if not seen:
                 report.fallback += 1
             elif int(r) not in seen:

@@ -24,19 +24,18 @@ from apps.chain import outbox, work
 from apps.chain.evidence import default_store
 from apps.chain.keys import oracle_address
 from apps.chain.models import OutboxItem, Reputation
+from apps.chat.accounts import registration_of
 from apps.chat.conversations import history
 from apps.chat.gateway import GatewayError
 from apps.chat.health import rank_by_r, running_models
 from apps.chat.models import Interaction, RegisteredModel
 from apps.chat.providers import find_replay, stream_answer
 from apps.chat.ratings import queue_waiting
-from apps.chat.accounts import registration_of
 from lib import records
 from lib.reputation import WAD
 from lib.weighting import weighted_wa, weighting
 
 from . import weights
-
 from .models import EvaluationJob
 from .notify import push_evaluation
 

@@ -23,11 +23,7 @@ log = logging.getLogger(__name__)
 def load_metric():
     from lib.metrics import get_metric  # imports torch: only workers pay for it
 
-    from .weights import say_refusal
-
-    metric = get_metric(settings.LLMCHAIN_ORACLE_METRIC)
-    say_refusal(metric)
-    return metric
+    return get_metric(settings.LLMCHAIN_ORACLE_METRIC)
 
 
 def run_once(metric) -> int:
@@ -48,7 +44,10 @@ def run_once(metric) -> int:
 def run_forever(metric=None, idle_sleep: float = 0.5, health: bool = True) -> None:
     """Passes until SIGTERM or Ctrl-C, with the endpoints' health checks every LLMCHAIN_HEALTH_INTERVAL_S.
     A failed pass (logged by run_once) is tried again 2 s later: its jobs wait for their lease."""
+    from .weights import say_refusal
+
     metric = metric or load_metric()
+    say_refusal(metric)
     next_health = 0.0
 
     def step() -> int:

@@ -19,10 +19,12 @@ from apps.annotate.models import Qualification
 from apps.annotate.qualify import SETS, enqueue_judges, judge_evaluator, latest, qualify, refusal, run_pending
 from apps.chain.evidence import default_store
 from apps.chat.models import RegisteredModel
+from apps.chat.registry import ModelFields, register_model
 from apps.oracle import weights
 from lib import evaluators
 from lib.evaluators import Evaluator, register_evaluator, words
 from lib.weighting import parse_qualification
+from tests.personas import developer
 
 pytestmark = pytest.mark.django_db
 
@@ -70,6 +72,15 @@ def data_dir(tmp_path, settings):
         path.write_text(json.dumps(rows))
     settings.LLMCHAIN_DATA_DIR = tmp_path
     return tmp_path
+
+
+def judge_model(name: str) -> RegisteredModel:
+    """A registered model made a judge (setting `is_judge` is how a model is registered as one)."""
+    m = register_model(developer(), ModelFields(name=name, provider="test", endpoint_url="http://judge.test/v1",
+                                                endpoint_model=name))
+    RegisteredModel.objects.filter(pk=m.pk).update(is_judge=True)
+    m.refresh_from_db()
+    return m
 
 
 class AgreesMostly(Evaluator):
@@ -168,8 +179,7 @@ def test_an_unreadable_set_fails_the_qualification_and_keeps_the_reason(data_dir
 
 def test_registering_a_model_as_a_judge_queues_its_sample_qualification_which_a_worker_runs_once(data_dir, settings):
     settings.LLMCHAIN_QUALIFY_SAMPLE = 10
-    judge = RegisteredModel.objects.create(name="fair-judge", provider="test", kind=RegisteredModel.Kind.OPENAI,
-                                           endpoint_url="http://judge.invalid/v1", endpoint_model="m", is_judge=True)
+    judge = judge_model("fair-judge")
     register_evaluator("geval", lambda name: AgreesMostly(), takes_argument=True)
     assert enqueue_judges() == 1 and enqueue_judges() == 0
     assert run_pending() == 1 and run_pending() == 0
@@ -178,8 +188,7 @@ def test_registering_a_model_as_a_judge_queues_its_sample_qualification_which_a_
 
 
 def test_the_model_page_part_on_judging_says_plainly_whether_the_model_qualified(data_dir, client):
-    judge = RegisteredModel.objects.create(name="long-judge", provider="test", kind=RegisteredModel.Kind.OPENAI,
-                                           endpoint_url="http://judge.invalid/v1", endpoint_model="m", is_judge=True)
+    judge = judge_model("long-judge")
     page = client.get(f"/models/{judge.pk}/judging").content.decode()
     assert "not registered as a judge" not in page and "Qualified" not in page
     register_evaluator("geval", lambda name: PrefersLonger(), takes_argument=True)

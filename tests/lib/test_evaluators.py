@@ -71,11 +71,12 @@ def test_bertscore_ref_scores_a_response_against_its_reference():
     assert judge.score([{"response": "a b", "reference": "a b c d"}], "overall") == [0.5]
 
 
-def test_bertscore_ref_refuses_items_without_a_reference_and_names_them():
+def test_bertscore_ref_leaves_items_without_a_reference_undecided_and_refuses_a_file_with_none():
     judge = evaluators.BERTScoreRef(metric=OverlapMetric())
+    assert judge.compare([pair("a", "b", id="q1", reference="a"), pair("a", "b", id="q2"),
+                          pair("a", "b", id="q3", reference="  ")]) == ["a", None, None]
     with pytest.raises(EvaluatorError, match=r"`reference`.*q2, q3"):
-        judge.compare([pair("a", "b", id="q1", reference="a"), pair("a", "b", id="q2"),
-                       pair("a", "b", id="q3", reference="  ")])
+        judge.compare([pair("a", "b", id="q2"), pair("a", "b", id="q3", reference="  ")])
 
 
 def test_bertscore_ref_with_the_real_encoder_prefers_the_paraphrase():

@@ -9,9 +9,8 @@ import pytest
 
 from lib.evaluators import Length, get_evaluator, log_length_ratio
 from lib.metaeval import bootstrap_counts, prefers_longer, validity, validity_factor_wad
-from lib.weighting import (WeightingError, expected_wa, parse_qualification, qualification_record, weighted_wa,
-                           weighting)
 from lib.records import WAD, RecordError, canonical, interaction_evidence
+from lib.weighting import WeightingError, expected_wa, parse_qualification, qualification_record, weighted_wa, weighting
 
 SHORT, LONG = "fine answer", "a much longer and more polished answer that says a great deal more"
 
@@ -184,9 +183,9 @@ def test_the_evidence_record_carries_the_weighting_checked_against_its_reference
     refs = [{"model": "0x" + "11" * 32, "text": "r", "score": "5"}]
     w = weighting(rule="validated", evaluator="bertscore-ref", reference_r=[WAD // 2], factor=0, qualification=None,
                   reason="not qualified")
-    args = dict(interaction_id="0x" + "01" * 32, context_id="0x" + "02" * 32, context_name="c", prompt="p",
-                model_id="0x" + "03" * 32, answer="a", references=refs, metric={"name": "bertscore", "params": {}},
-                sa=5, wa=0)
+    args = {"interaction_id": "0x" + "01" * 32, "context_id": "0x" + "02" * 32, "context_name": "c", "prompt": "p",
+            "model_id": "0x" + "03" * 32, "answer": "a", "references": refs, "sa": 5, "wa": 0,
+            "metric": {"name": "bertscore", "params": {}}}
     assert interaction_evidence(**args, weighting=w)["weighting"] == w
     with pytest.raises(RecordError, match="one R per reference"):
         interaction_evidence(**args, weighting={**w, "referenceR": []})

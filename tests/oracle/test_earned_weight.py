@@ -32,6 +32,23 @@ def metric():
     return load_metric()
 
 
+@pytest.fixture(scope="module")
+def module_ipfs(tmp_path_factory):
+    return tmp_path_factory.mktemp("ipfs")
+
+
+@pytest.fixture
+def world(replay_world, settings, module_ipfs):
+    """The replay world with one IPFS folder for the module, as the chain is one for the module: the
+    audit of a later test reads the evidence of the earlier ones too."""
+    settings.LLMCHAIN_IPFS_DIR = module_ipfs
+    return replay_world
+
+
+def with_references() -> int:
+    return LedgerInteraction.objects.filter(has_reference=True).count()
+
+
 def qualified_as(evaluator: str, right: int, length_right: int, n: int = 200) -> Qualification:
     """A finished qualification of `evaluator` whose record (pinned) has these outcomes."""
     outcomes = [(f"p{i}", int(i < right), int(i < length_right)) for i in range(n)]
@@ -43,7 +60,7 @@ def qualified_as(evaluator: str, right: int, length_right: int, n: int = 200) ->
 
 
 def evaluate(world, metric, model: str, questions) -> list[EvaluationJob]:
-    interactions = chat(world, model, [q for _, q, _ in questions])
+    interactions = [i for _, q, _ in questions for i in chat(world, model, [q])]  # one conversation each
     while claimed := jobs.claim(16):
         jobs.process(claimed, metric)
     drain(world["submitter"])
@@ -52,12 +69,12 @@ def evaluate(world, metric, model: str, questions) -> list[EvaluationJob]:
 
 
 def test_where_bertscore_has_not_beaten_the_length_rule_wa_is_zero_on_chain_and_audit_and_verify_agree(
-        replay_world, metric, settings):
+        world, metric, settings):
     settings.LLMCHAIN_AUTO_WEIGHT = "validated"
     q = qualified_as("bertscore-ref", right=120, length_right=130)  # worse than preferring the longer answer
     assert q.factor == "0"
-    done = evaluate(replay_world, metric, "alpha-7b", QUESTIONS[:2]) + \
-        evaluate(replay_world, metric, "beta-13b", QUESTIONS[:1])
+    done = evaluate(world, metric, "alpha-7b", QUESTIONS[:2]) + \
+        evaluate(world, metric, "beta-13b", QUESTIONS[:1])
     for job in done:
         onchain = LedgerInteraction.objects.get(interaction_id=job.interaction.interaction_id)
         assert onchain.has_reference and onchain.wa == 0 and int(job.sa) > 0
@@ -65,25 +82,34 @@ def test_where_bertscore_has_not_beaten_the_length_rule_wa_is_zero_on_chain_and_
         assert (w["rule"], w["factor"], w["qualification"], w["evaluator"]) == ("validated", "0", q.cid,
                                                                                  "bertscore-ref")
         assert int(w["meanR"]) > 0 and "has not shown it beats preferring the longer answer" in w["reason"]
-    context = replay_world["writing"].context_id
+    context = world["writing"].context_id
     assert set(Reputation.objects.filter(context_id=context).values_list("ra", flat=True)) == {WAD // 2}
-    audit = run_audit(replay_world["ledger"])
-    assert audit.ok and audit.weights.checked == 3 and not audit.weights.issues
-    chain = rebuild_from_chain(replay_world["ledger"], default_reader(), style=False)
+    audit = run_audit(world["ledger"])
+    assert audit.ok and audit.weights.checked == with_references() == 3 and not audit.weights.issues
+    chain = rebuild_from_chain(world["ledger"], default_reader(), style=False)
     assert chain.ok and chain.weights.checked == 3
 
 
-def test_a_qualified_metric_weighs_by_its_factor_and_a_wa_its_records_do_not_give_is_caught(
-        replay_world, metric, settings):
+def test_under_paper_wa_is_the_mean_r_of_the_references_and_audit_agrees(world, metric, settings):
+    settings.LLMCHAIN_AUTO_WEIGHT = "paper"
+    job, = evaluate(world, metric, "alpha-7b", QUESTIONS[:1])
+    assert int(job.wa) == WAD // 2 and job.weighting["rule"] == "paper" and job.weighting["factor"] == str(WAD)
+    audit = run_audit(world["ledger"])
+    assert audit.ok and audit.weights.checked == with_references()
+
+
+def test_a_qualified_metric_weighs_by_its_factor_and_a_wa_its_records_do_not_give_is_caught(  # last: it leaves
+        # a wA on the module's chain that its records do not give
+        world, metric, settings):
     settings.LLMCHAIN_AUTO_WEIGHT = "validated"
     q = qualified_as("bertscore-ref", right=170, length_right=110)
     factor = int(q.factor)
     assert 0 < factor < WAD
-    first, = evaluate(replay_world, metric, "alpha-7b", QUESTIONS[:1])
+    first, = evaluate(world, metric, "alpha-7b", QUESTIONS[:1])
     w = first.weighting
     assert int(first.wa) == int(w["meanR"]) * factor // WAD > 0
     # an oracle that records a wA its evidence does not give
-    interaction, = chat(replay_world, "beta-13b", [QUESTIONS[1][1]])
+    interaction, = chat(world, "beta-13b", [QUESTIONS[1][1]])
     job = EvaluationJob.objects.get(interaction=interaction)
     jobs.collect_references(job)
     jobs.score_jobs([job], metric)
@@ -91,19 +117,11 @@ def test_a_qualified_metric_weighs_by_its_factor_and_a_wa_its_records_do_not_giv
     job.refresh_from_db()
     jobs.pin_evidence(job, metric)
     jobs.submit(job)
-    drain(replay_world["submitter"])
-    indexer.index_until_head(replay_world["ledger"])
-    audit = run_audit(replay_world["ledger"])
-    assert not audit.ok and audit.weights.checked == 2
+    drain(world["submitter"])
+    indexer.index_until_head(world["ledger"])
+    audit = run_audit(world["ledger"])
+    assert not audit.ok and audit.weights.checked == with_references()
     issue, = audit.weights.issues
     assert issue["interaction"] == interaction.interaction_id and "its evidence and qualification give" in issue["text"]
-    chain = rebuild_from_chain(replay_world["ledger"], default_reader(), style=False)
+    chain = rebuild_from_chain(world["ledger"], default_reader(), style=False)
     assert any("its evidence and qualification give" in i.text for i in chain.issues)
-
-
-def test_under_paper_wa_is_the_mean_r_of_the_references_and_audit_agrees(replay_world, metric, settings):
-    settings.LLMCHAIN_AUTO_WEIGHT = "paper"
-    job, = evaluate(replay_world, metric, "alpha-7b", QUESTIONS[:1])
-    assert int(job.wa) == WAD // 2 and job.weighting["rule"] == "paper" and job.weighting["factor"] == str(WAD)
-    audit = run_audit(replay_world["ledger"])
-    assert audit.ok and audit.weights.checked == 1

@@ -10,17 +10,22 @@ from asgiref.sync import async_to_sync
 
 from apps.chat.gateway import Gateway
 from apps.chat.models import RegisteredModel
+from apps.chat.registry import ModelFields, register_model
 from apps.oracle.debates import ask_judge
 from apps.oracle.geval import GatewayTransport
+from tests.personas import developer
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def judge():
-    return RegisteredModel.objects.create(name="slow-judge", provider="test", kind=RegisteredModel.Kind.OPENAI,
-                                          endpoint_url="http://judge.test/v1", endpoint_model="m", is_judge=True,
-                                          structured_output=True)
+def judge(settings, tmp_path):
+    settings.LLMCHAIN_IPFS_DIR = tmp_path / "ipfs"
+    m = register_model(developer(), ModelFields(name="slow-judge", provider="test", endpoint_url="http://judge.test/v1",
+                                                endpoint_model="m"))
+    RegisteredModel.objects.filter(pk=m.pk).update(is_judge=True, structured_output=True)
+    m.refresh_from_db()
+    return m
 
 
 def recording(seen: list):

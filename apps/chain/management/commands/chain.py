@@ -144,8 +144,11 @@ class Command(BaseCommand):
             self.stdout.write(f"DATABASE != CHAIN {m}")
         for m in report.weights.issues[:20]:
             self.stdout.write(f"WEIGHT != EVIDENCE {m}")
+        w = report.weights
         self.stdout.write(f"{report.events} events, {report.interactions} interactions, {report.pairs} "
-                          f"(model, context) scores: " + ("all agree" if report.ok else "MISMATCH"))
+                          f"(model, context) scores, {w.checked} wA rebuilt from their evidence ({w.unreadable} "
+                          f"unreadable, {w.unweighted} from before weightings): "
+                          + ("all agree" if report.ok else "MISMATCH"))
         self.stdout.write(json.dumps(report.summary()))
         if not report.ok:
             sys.exit(1)
