@@ -51,6 +51,7 @@ import html
 import json
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -748,8 +749,10 @@ def fold_live(rate: int, seconds: float, seed: int, out: Out) -> dict:
     block = (ReputationChange.objects.order_by("-block_number").values_list("block_number", flat=True).first() or 0)
     user = "0x" + "ab" * 20
     took, folded = [], 0
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: stopping.append(signum))  # the load is over: report
     started = time.monotonic()
-    while time.monotonic() - started < seconds:
+    while time.monotonic() - started < seconds and not stopping:
         tick = time.monotonic()
         block += 1
         tx = f"0x{block:064x}"
@@ -777,7 +780,10 @@ def fold_live(rate: int, seconds: float, seed: int, out: Out) -> dict:
             indexer.fold(events)
         folded += rate
         took.append(time.monotonic() - tick)
-        time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
+        rest = 1.0 - (time.monotonic() - tick)
+        while rest > 0 and not stopping:
+            time.sleep(min(rest, 0.1))
+            rest = 1.0 - (time.monotonic() - tick)
     elapsed = time.monotonic() - started
     return {"folded": folded, "blocks": len(took), "seconds": round(elapsed, 1), "rate": round(folded / elapsed, 1),
             "block_p50_ms": round(percentile(took, 50) * 1000, 1), "block_max_ms": round(max(took) * 1000, 1)}
@@ -1054,7 +1060,7 @@ class BoardsBench:
         the database and their boards' versions move: what a live site's readers get."""
         cfg = self.cfg
         spec = self.folder / "live.json"
-        spec.write_text(json.dumps({"rate": cfg.live_rate, "seconds": cfg.warmup + cfg.duration + 15,
+        spec.write_text(json.dumps({"rate": cfg.live_rate, "seconds": cfg.warmup + cfg.duration + 600,
                                     "seed": cfg.seed}))
         args = [*manage_py(), "bench", "boards", "--phase", "fold", "--dir", str(self.folder), "--spec", str(spec)]
         folder = subprocess.Popen(args, cwd=settings.BASE_DIR, env=self.env(), stdout=subprocess.PIPE,
@@ -1064,7 +1070,8 @@ class BoardsBench:
             label = f"cached, live: {cfg.live_rate} evaluations/s folded and their boards invalidated"
             measured = self.measure(pool, label, True, cover=False)
         finally:
-            output, _ = folder.communicate(timeout=cfg.warmup + cfg.duration + 120)
+            folder.send_signal(signal.SIGTERM)
+            output, _ = folder.communicate(timeout=120)
         lines = [line for line in output.splitlines() if line.startswith("{")]
         if folder.returncode != 0 or not lines:
             raise BenchError(f"the fold phase failed (exit {folder.returncode}):\n{output[-3000:]}")

@@ -86,6 +86,9 @@ def test_it_prints_its_figures_with_the_json_headline_last(tiny_run):
     out = proc.stdout
     for line in ("cached (the site as configured)", "uncached (baseline: no response cache, DummyCache)", "  page ", "  api ", "  all "):
         assert line in out
+    live = summary["live"]  # the same load while evaluations are folded and their boards invalidated
+    assert live["errors"] == 0 and live["rps"] > 0 and live["folded"]["folded"] >= 100
+    assert "cached, live: 100 evaluations/s folded" in out and "folded meanwhile:" in out
 
 
 @pytest.mark.slow
