@@ -43,13 +43,13 @@ STEPS = {"launching": "launching its server", "loading": "loading the model", "c
 def starting(model: RegisteredModel) -> str | None:
     """What the built-in model's server is doing while it starts, in words ("converting its weights
     (the first start only), 40%"); None for any other model, or when no start is under way."""
-    if model.name != BUILTIN_NAME or model.running:
+    if model.name != BUILTIN_NAME or not model.enabled:
         return None
     status = read_status(settings.LLMCHAIN_BUILTIN_STATUS_FILE)
     if status is None:
         return None
     if status.get("state") == "serving":
-        return "up: checking that it answers"
+        return None if model.running else "up: checking that it answers"
     if status.get("state") != "starting":
         return None
     words = STEPS.get(status.get("step"), "starting")

@@ -86,3 +86,11 @@ def test_a_first_start_reports_its_conversion_tensor_by_tensor(tmp_path):
     converting = [(w["done"], w["total"]) for w in written if w["step"] == "converting"]
     assert converting[0][0] == 0 and converting[0][1] > 100  # SmolLM2's tensors, counted
     assert [done for done, _ in converting] == sorted(done for done, _ in converting)
+
+
+def test_a_start_under_way_is_shown_even_while_the_model_still_counts_as_healthy(builtin):
+    """Registered on this start, the model is healthy until a check says otherwise: its start says more."""
+    model, status = builtin
+    RegisteredModel.objects.filter(pk=model.pk).update(healthy=True)
+    status.step("launching")
+    assert starting(RegisteredModel.objects.get(pk=model.pk)) == "launching its server"

@@ -24,6 +24,7 @@ from apps.chain.models import Reputation
 from apps.chain.node import AnvilNode
 from apps.chat.builtin import ensure_builtin_model
 from apps.chat.health import run_checks
+from apps.chat.models import RegisteredModel
 from apps.leaderboard import entries
 from apps.leaderboard.models import BoardEntry
 from bench.common import manage_py
@@ -60,6 +61,8 @@ class Command(BaseCommand):
             if not no_model:
                 model_url = urlparse(settings.LLMCHAIN_BUILTIN_MODEL_URL)
                 builtin = ensure_builtin_model()  # with the key serve_model requires, if one is set
+                # Not offered until its server answers (_offer_when_up), even if it did on the last run.
+                RegisteredModel.objects.filter(pk=builtin.pk).update(healthy=False, health_error="starting")
                 status = StartupStatus(Path(settings.LLMCHAIN_BUILTIN_STATUS_FILE))
                 status.step("launching")  # the server takes over the file once it has imported torch
                 children.append(self._child("serve_model", "--host", model_url.hostname or "127.0.0.1",
