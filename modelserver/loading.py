@@ -7,12 +7,15 @@ it (a stale or half-written cache is converted again).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib.util
 import json
 import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -55,11 +58,39 @@ def _cache_is_valid(cache_dir: Path, stamp: dict) -> bool:
         return False
 
 
-def _convert(gguf: Path, cache_dir: Path | None, stamp: dict):
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+@contextlib.contextmanager
+def _gguf_read_once():
+    """transformers parses the GGUF's header (a 49,152-token vocabulary, field by field) once for the
+    config, once for the tokenizer and once for the weights, and builds gguf's tensor-name map once
+    per module (about 400 times): within this block each is done once, which takes a conversion from
+    154 s to about half that on a loaded machine (the tensors themselves take a few seconds)."""
+    import gguf
+
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    readers = {}
+
+    def read_once(path, *args, **kwargs):
+        key = (os.path.realpath(path), args, tuple(sorted(kwargs.items())))
+        if key not in readers:
+            readers[key] = reader(path, *args, **kwargs)
+        return readers[key]
+
+    gguf.GGUFReader, gguf.get_tensor_name_map = read_once, functools.lru_cache(maxsize=8)(name_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
+
+
+def _convert(gguf: Path, cache_dir: Path | None, stamp: dict, progress: Callable[[str], None]):
+    with _gguf_read_once():
+        progress("reading")
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        progress("converting")
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     if cache_dir is None:
         return tokenizer, model
+    progress("finishing")
     # The weights are fully dequantized already; drop the GGUF marker so save_pretrained accepts them.
     quantizer = getattr(model, "hf_quantizer", None)
     if quantizer is not None:
@@ -84,8 +115,10 @@ def _convert(gguf: Path, cache_dir: Path | None, stamp: dict):
     return tokenizer, model
 
 
-def load_model(cache_dir: Path | None, *, threads: int | None = None) -> LocalModel:
-    """Load SmolLM2 from the converted cache, converting the GGUF into it first when missing or stale."""
+def load_model(cache_dir: Path | None, *, threads: int | None = None,
+               progress: Callable[[str], None] = lambda step: None) -> LocalModel:
+    """Load SmolLM2 from the converted cache, converting the GGUF into it first when missing or stale;
+    `progress` hears each step of a conversion ("reading", "converting", "finishing")."""
     torch.set_num_threads(threads or default_threads())
     gguf = gguf_path()
     stamp = _source_stamp(gguf)
@@ -99,7 +132,7 @@ def load_model(cache_dir: Path | None, *, threads: int | None = None) -> LocalMo
             (cache_dir / CACHE_MARKER).unlink(missing_ok=True)
     log.info("converting %s into %s (once)", gguf, cache_dir)
     try:
-        tokenizer, model = _convert(gguf, cache_dir, stamp)
+        tokenizer, model = _convert(gguf, cache_dir, stamp, progress)
     except (OSError, ValueError, ImportError) as exc:
         raise ModelLoadError(f"could not convert {gguf.name}: {exc}") from exc
     return LocalModel(tokenizer, model.eval())

@@ -93,8 +93,8 @@ def read_status(path: Path, *, stale_after: float = 60.0) -> dict | None:
 
 @contextlib.contextmanager
 def conversion_progress(status: StartupStatus) -> Iterator[None]:
-    """Report transformers' GGUF conversion, tensor by tensor, as the step "converting": its loader
-    walks the tensors through `tqdm`, which is swapped for a counter while this block runs."""
+    """Report the tensors of transformers' GGUF conversion one by one, as the step "converting": its
+    loader walks them through `tqdm`, which is swapped for a counter while this block runs."""
     try:
         from transformers import modeling_gguf_pytorch_utils as gguf_utils
     except ImportError:
@@ -107,7 +107,7 @@ def conversion_progress(status: StartupStatus) -> Iterator[None]:
         for n, item in enumerate(items):
             status.step("converting", n, len(items), force=n == 0)
             yield item
-        status.step("finishing", force=True)
+        status.step("converting", len(items), len(items))
 
     gguf_utils.tqdm = counted
     try:

@@ -36,13 +36,16 @@ def ensure_builtin_model() -> RegisteredModel:
     return model
 
 
-STEPS = {"launching": "launching its server", "loading": "loading the model", "converting": "converting its weights (the first start only)",
-         "finishing": "saving the converted weights (the first start only)"}
+# A conversion happens on the first start only: later starts load the converted model in seconds.
+STEPS = {"launching": "launching its server", "loading": "loading the model",
+         "reading": "first start: converting the model, step 1 of 3, reading its file",
+         "converting": "first start: converting the model, step 2 of 3, its weights",
+         "finishing": "first start: converting the model, step 3 of 3, saving the result"}
 
 
 def starting(model: RegisteredModel) -> str | None:
-    """What the built-in model's server is doing while it starts, in words ("converting its weights
-    (the first start only), 40%"); None for any other model, or when no start is under way."""
+    """What the built-in model's server is doing while it starts, in words ("first start: converting
+    the model, step 2 of 3, its weights, 40%"); None for any other model, or when no start is under way."""
     if model.name != BUILTIN_NAME or not model.enabled:
         return None
     status = read_status(settings.LLMCHAIN_BUILTIN_STATUS_FILE)

@@ -33,13 +33,14 @@ def builtin(settings, tmp_path):
 def test_a_converting_built_in_model_is_shown_starting_with_its_progress(client, builtin):
     model, status = builtin
     status.step("converting", 109, 272)
-    assert starting(model) == "converting its weights (the first start only), 40%"
+    words = "first start: converting the model, step 2 of 3, its weights, 40%"
+    assert starting(model) == words
     listed = client.get(reverse("models")).content.decode()
-    assert "starting: converting its weights (the first start only), 40%" in listed and "not answering" not in listed
-    assert "starting: converting" in client.get(reverse("model", args=[model.pk])).content.decode()
+    assert f"starting: {words}" in listed and "not answering" not in listed
+    assert f"starting: {words}" in client.get(reverse("model", args=[model.pk])).content.decode()
     client.force_login(user("alice"), backend="apps.chat.limits.AccountBackend")
     page = client.get(reverse("chat")).content.decode()
-    assert "The built-in model is starting (converting its weights (the first start only), 40%)" in page
+    assert f"The built-in model is starting ({words})" in page
     assert reverse("chat-builtin-status") in page  # the note asks again until the model answers
 
 
@@ -80,11 +81,12 @@ def test_a_first_start_reports_its_conversion_tensor_by_tensor(tmp_path):
 
     status = Recorded(tmp_path / "status.json")
     with conversion_progress(status):
-        load_model(tmp_path / "cache", threads=1)
-    steps = [w["step"] for w in written]
-    assert steps[0] == "converting" and steps[-1] == "finishing"
-    converting = [(w["done"], w["total"]) for w in written if w["step"] == "converting"]
+        load_model(tmp_path / "cache", threads=1, progress=status.step)
+    steps = list(dict.fromkeys(w["step"] for w in written))
+    assert steps == ["reading", "converting", "finishing"]
+    converting = [(w["done"], w["total"]) for w in written if w["step"] == "converting" and w["total"]]
     assert converting[0][0] == 0 and converting[0][1] > 100  # SmolLM2's tensors, counted
+    assert converting[-1][0] == converting[-1][1]
     assert [done for done, _ in converting] == sorted(done for done, _ in converting)
 
 
@@ -94,3 +96,31 @@ def test_a_start_under_way_is_shown_even_while_the_model_still_counts_as_healthy
     RegisteredModel.objects.filter(pk=model.pk).update(healthy=True)
     status.step("launching")
     assert starting(RegisteredModel.objects.get(pk=model.pk)) == "launching its server"
+
+
+@pytest.mark.slow
+def test_serve_model_says_it_is_starting_then_serving_and_clears_its_status_when_stopped(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    status_file = tmp_path / "status.json"
+    proc = subprocess.Popen([sys.executable, "manage.py", "serve_model", "--port", "0", "--status-file", str(status_file)],
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        seen = []
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and "serving" not in seen:
+            status = read_status(status_file)
+            if status is not None and status["state"] not in seen:
+                seen.append(status["state"])
+                served = status
+            assert proc.poll() is None, "serve_model exited"
+            time.sleep(0.05)
+        assert seen == ["starting", "serving"]
+        assert served["pid"] == proc.pid and served["url"].startswith("http://127.0.0.1:")
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert not status_file.exists()

@@ -54,7 +54,7 @@ class Command(BaseCommand):
 
         try:
             with conversion_progress(status):
-                model = load_model(cache_dir, threads=threads)
+                model = load_model(cache_dir, threads=threads, progress=status.step)
         except ModelLoadError as exc:
             status.failed(str(exc))
             raise CommandError(str(exc)) from exc
