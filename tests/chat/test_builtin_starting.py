@@ -36,7 +36,7 @@ def test_a_converting_built_in_model_is_shown_starting_with_its_progress(client,
     words = "first start: converting the model, step 2 of 3, its weights, 40%"
     assert starting(model) == words
     listed = client.get(reverse("models")).content.decode()
-    assert f"starting: {words}" in listed and "not answering" not in listed
+    assert f"<td>starting: {words}</td>" in listed and "<td>not answering</td>" not in listed
     assert f"starting: {words}" in client.get(reverse("model", args=[model.pk])).content.decode()
     client.force_login(user("alice"), backend="apps.chat.limits.AccountBackend")
     page = client.get(reverse("chat")).content.decode()
