@@ -11,8 +11,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from lib import evaluators
 from lib.evaluators import Evaluator, register_evaluator
+from tests.evaluator_registry import isolated_evaluator_registry  # noqa: F401  (autouse fixture)
 
 pytestmark = pytest.mark.django_db  # each run is saved (apps/annotate/metaeval_runs.py)
 
@@ -43,14 +43,6 @@ def run(path: str, evaluator: str = "length") -> tuple[str, dict]:
     out = io.StringIO()
     call_command("metaeval", "pairs", path, "--evaluator", evaluator, stdout=out)
     return out.getvalue(), json.loads(out.getvalue().strip().splitlines()[-1])
-
-
-@pytest.fixture(autouse=True)
-def _registry():
-    saved = dict(evaluators._REGISTRY)
-    yield
-    evaluators._REGISTRY.clear()
-    evaluators._REGISTRY.update(saved)
 
 
 def test_accuracy_leaves_human_ties_out_and_agreement_counts_them(tmp_path):

@@ -21,23 +21,15 @@ from apps.chain.evidence import default_store
 from apps.chat.models import RegisteredModel
 from apps.chat.registry import ModelFields, register_model
 from apps.oracle import weights
-from lib import evaluators
 from lib.evaluators import Evaluator, register_evaluator, words
 from lib.weighting import parse_qualification
+from tests.evaluator_registry import isolated_evaluator_registry  # noqa: F401  (autouse fixture)
 from tests.personas import developer
 
 pytestmark = pytest.mark.django_db
 
 SHORT = "Paris."
 LONG = "The capital of France, a country in Western Europe, is the city of Paris, on the Seine."
-
-
-@pytest.fixture(autouse=True)
-def _registry():
-    saved = dict(evaluators._REGISTRY)
-    yield
-    evaluators._REGISTRY.clear()
-    evaluators._REGISTRY.update(saved)
 
 
 @pytest.fixture

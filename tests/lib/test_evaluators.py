@@ -7,15 +7,7 @@ import pytest
 
 from lib import evaluators
 from lib.evaluators import Evaluator, EvaluatorError, available_evaluators, get_evaluator, register_evaluator
-
-
-@pytest.fixture(autouse=True)
-def _registry():
-    """Tests register evaluators of their own; none outlives its test."""
-    saved = dict(evaluators._REGISTRY)
-    yield
-    evaluators._REGISTRY.clear()
-    evaluators._REGISTRY.update(saved)
+from tests.evaluator_registry import isolated_evaluator_registry  # noqa: F401  (autouse fixture)
 
 
 def pair(a: str, b: str, **extra) -> dict:
