@@ -127,6 +127,15 @@ SUSPENDED_LOGIN = ("This account is suspended by the site's operator: it cannot 
                    "Write to the operator if you think this is a mistake.")
 
 
+def is_suspended_login(username, password) -> bool:
+    """Whether a refused login named a suspended account with its right password."""
+    if not isinstance(username, str) or not isinstance(password, str) or not password:
+        return False
+    account = User.objects.filter(username=username, profile__suspended_at__isnull=False,
+                                  profile__is_service=False).first()
+    return account is not None and account.check_password(password)
+
+
 class LoginForm(AuthenticationForm):
     error_messages = MappingProxyType({**AuthenticationForm.error_messages, "invalid_login": WRONG_LOGIN})
 
@@ -134,10 +143,7 @@ class LoginForm(AuthenticationForm):
         try:
             return super().clean()
         except ValidationError:
-            name, password = self.cleaned_data.get("username"), self.cleaned_data.get("password")
-            account = User.objects.filter(username=name, profile__suspended_at__isnull=False,
-                                          profile__is_service=False).first()
-            if account is not None and password and account.check_password(password):
+            if is_suspended_login(self.cleaned_data.get("username"), self.cleaned_data.get("password")):
                 raise ValidationError(SUSPENDED_LOGIN, code="suspended") from None
             raise
 

@@ -23,7 +23,7 @@ from rest_framework.views import APIView
 
 from apps.chain.models import Context, LedgerModel
 
-from . import conversations, ratings, registry
+from . import accounts, conversations, ratings, registry
 from .gateway import Gateway
 from .limits import current_token, retry_after, token_expiry
 from .pagination import paginate
@@ -308,6 +308,9 @@ class TokenView(ObtainAuthToken):
                 return retry_after(Response({"detail": "Too many failed logins for this user name from your address: "
                                                        f"try again in {minutes} minutes. Nothing was changed."},
                                             status=status.HTTP_429_TOO_MANY_REQUESTS), minutes * 60)
+            given = request.data if hasattr(request.data, "get") else {}
+            if accounts.is_suspended_login(given.get("username"), given.get("password")):
+                return Response({"detail": accounts.SUSPENDED_LOGIN}, status=status.HTTP_403_FORBIDDEN)
             return Response(serializer.errors, status=status.HTTP_400_BAD_REQUEST)
         token = current_token(serializer.validated_data["user"])
         return Response({"token": token.key, "expires": token_expiry(token).isoformat()})

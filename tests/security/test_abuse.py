@@ -373,7 +373,8 @@ def test_a_suspended_account_is_stopped_everywhere_and_its_unsent_rating_is_not_
 
     assert api(client, "get", "/api/conversations", token).status_code == 401  # the token is gone
     assert _try_login(client, "page", "alice", PASSWORD).status_code == 200 and "_auth_user_id" not in client.session
-    assert client.post("/api/token", {"username": "alice", "password": PASSWORD}).status_code == 400
+    refused = client.post("/api/token", {"username": "alice", "password": PASSWORD})
+    assert refused.status_code == 403 and "suspended" in refused.json()["detail"] and "token" not in refused.json()
     rating.refresh_from_db()
     assert rating.status == Rating.Status.FAILED and "suspended" in rating.error
     sent = OutboxItem.objects.filter(pk__in=[i for i in (rating.hum_item_id, rating.update_item_id) if i])

@@ -206,6 +206,10 @@ def test_a_suspended_account_is_told_so_with_its_right_password_and_a_guesser_le
     assert "_auth_user_id" not in client.session
     wrong = client.post(reverse("login"), {"username": "alice", "password": "a guess"}, REMOTE_ADDR="192.0.2.7")
     assert "didn&#x27;t match" in wrong.content.decode() and "suspended" not in wrong.content.decode()
+    token = client.post("/api/token", {"username": "alice", "password": PASSWORD}, REMOTE_ADDR="192.0.2.8")
+    assert token.status_code == 403 and "This account is suspended" in token.json()["detail"]
+    guessed = client.post("/api/token", {"username": "alice", "password": "a guess"}, REMOTE_ADDR="192.0.2.8")
+    assert guessed.status_code == 400 and "suspended" not in guessed.content.decode()
 
 
 @pytest.mark.django_db
