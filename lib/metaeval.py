@@ -443,7 +443,13 @@ def validity(pairs: Sequence[dict], verdicts: Sequence[str | None], baseline: Se
     """An evaluator against the length rule on the same decided pairs: its accuracy with a 95%
     bootstrap interval, the rule's accuracy, the margin (evaluator minus rule) with its paired
     interval, n, and the weight it earns (`validity_factor_wad`, as a number in [0, 1])."""
-    outcomes = decided_outcomes(pairs, verdicts, baseline)
+    return {**outcome_validity(decided_outcomes(pairs, verdicts, baseline), rounds=rounds, seed=seed),
+            "prefers_longer": prefers_longer(pairs, verdicts)}
+
+
+def outcome_validity(outcomes: Sequence[tuple[int, int]], *, rounds: int = BOOTSTRAP_ROUNDS,
+                     seed: int = BOOTSTRAP_SEED) -> dict:
+    """`validity`'s figures from (evaluator right, length rule right) per decided pair."""
     n = len(outcomes)
     right = sum(e for e, _ in outcomes)
     base = sum(b for _, b in outcomes)
@@ -460,5 +466,4 @@ def validity(pairs: Sequence[dict], verdicts: Sequence[str | None], baseline: Se
             "margin_over_length_ci_high": share(boot["margin"][1]),
             "weight": _round(factor / 10 ** 18), "weight_wad": str(factor),
             "bootstrap": {"rounds": rounds, "seed": seed, "right": right, "length_right": base,
-                          "margin_low_count": boot["margin"][0]},
-            "prefers_longer": prefers_longer(pairs, verdicts)}
+                          "margin_low_count": boot["margin"][0]}}

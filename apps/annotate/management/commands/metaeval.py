@@ -93,6 +93,10 @@ class Command(BaseCommand):
         size.add_argument("--sample", type=int, help="pairs drawn from each set (default: LLMCHAIN_QUALIFY_SAMPLE "
                                                      "for a judge, every pair otherwise)")
         size.add_argument("--full", action="store_true", help="every pair of every set")
+        site = sub.add_parser("site", help="per context, how often the automatic score agrees with the site's own "
+                                           "people (arena votes, ratings), next to the length rule")
+        site.add_argument("--context", dest="board", default="all", help="a context's name or id (Global for the global board); "
+                                                            "all of them by default")
         derive = sub.add_parser("topical-pairs", help="write the pairs file derived from Topical-Chat USR")
         derive.add_argument("--data", required=True, help="topical_chat_usr.json")
         derive.add_argument("--out", required=True, help="the JSONL file to write")
@@ -320,6 +324,23 @@ class Command(BaseCommand):
                                       "per_set_figures": q.figures["per_set"],
                                       **{k: v for k, v in pooled.items() if k != "prefers_longer"},
                                       "prefers_longer": pooled["prefers_longer"]}, sort_keys=True))
+
+    def do_site(self, *, board="all", **_):
+        from ...site_validity import plain_line, site_validity
+
+        if board != "all":
+            try:
+                board = resolve_context(board)
+            except UnknownBoardContext as exc:
+                raise CommandError(f"--context: {exc}") from None
+        found = site_validity(board)
+        for f in found.values():
+            r = f["ratings"]
+            self.stdout.write(f"{printable(f['name'])}: {plain_line(f)} Ratings: Spearman of the automatic score with "
+                              f"people's ratings {_pct(r['spearman'])} [{_pct(r['spearman_ci_low'])}, "
+                              f"{_pct(r['spearman_ci_high'])}] over {r['n']} rated answers (the answer's length: "
+                              f"{_pct(r['length_spearman'])})" + ("" if r["enough"] else "; not enough ratings yet"))
+        self.stdout.write(json.dumps({"contexts": found}, sort_keys=True))
 
     def do_topical_pairs(self, *, data, out, criterion, **_):
         try:
