@@ -21,7 +21,7 @@ from django.db.models import F
 
 from apps.chain import outbox
 from apps.chain.evidence import EvidenceCorrupt, LocalBlobStore
-from apps.chain.models import Context, OutboxItem
+from apps.chain.models import Context, IndexerCursor, OutboxItem
 from apps.chain.ledger import Ledger
 from apps.chain.submitter import Submitter
 from apps.leaderboard import entries, verify
@@ -213,7 +213,7 @@ def boards_world(world, ledger, ledger_node, settings, ipfs_dir):  # noqa: F811
     drain(submitter)
     reindex(ledger)
     return {"ledger": ledger, "context": world.context, "alpha": alpha, "beta": beta, "store": store,
-            "node": ledger_node}
+            "node": ledger_node, "world": a, "submitter": submitter}
 
 
 def differing(report) -> list[tuple[str, str]]:
@@ -380,3 +380,31 @@ def test_the_page_shows_the_verdict_and_highlights_tampered_cells(boards_world, 
     down = checked(client)
     assert down.status_code == 503 and "The chain cannot be read" in down.content.decode()
     assert "127.0.0.1:9" not in down.content.decode()  # no address of the site's own services on a public page
+
+
+@pytest.mark.django_db
+def test_while_evaluations_keep_landing_verify_never_reports_a_mismatch_and_still_names_a_tampered_cell(
+        boards_world, client):
+    w = boards_world
+    ledger, submitter, world = w["ledger"], w["submitter"], w["world"]
+    checked_blocks = []
+    for n in range(4):
+        # New evaluations of alpha on the chain, not folded yet: the chain is ahead of the served board.
+        world.evaluation(world.users[n % len(world.users)], sa=(3 + n) * 10**17)
+        drain(submitter)
+        assert ledger.client.block_number() > IndexerCursor.objects.get().last_block
+        html = checked(client, context=w["context"]).content.decode()
+        assert "The served board matches the chain" in html, html[html.find('id="verdict"'):][:400]
+        block = int(html.split('data-block="')[1].split('"')[0])
+        assert block == IndexerCursor.objects.get().last_block, "checked at the block the served board is at"
+        assert f"Checked at block {block}" in html
+        checked_blocks.append(block)
+        reindex(ledger)  # the indexer folds them; the next check is at a later block
+    assert checked_blocks == sorted(set(checked_blocks)), checked_blocks
+
+    world.evaluation(world.users[0])
+    drain(submitter)
+    BoardEntry.objects.filter(model_id=w["alpha"], context_id=w["context"]).update(n_auto=F("n_auto") + 1)
+    html = checked(client, context=w["context"]).content.decode()
+    assert "1 cell differs" in html and html.count('class="mismatch"') == 1
+    assert 'data-column="n_auto" class="mismatch"' in html

@@ -54,14 +54,14 @@ def verify(request):
         return render(request, "leaderboard/verify.html", {"error": True}, status=503)
     block, served = served_at_block(context_id, cursor_name(Ledger(None, deployment)))
     if block is None:
-        return render(request, "leaderboard/verify.html", {"checking": True, "block": None})
+        return render(request, "leaderboard/verify.html", {"checking": True, "checked_block": None})
     served_key = hashlib.sha256(pickle.dumps(served)).hexdigest()[:32]  # a board changed behind the indexer's back
     key = f"verify:check:{deployment.chainId}:{deployment.reputation.lower()}:{context_id}:{block}:{served_key}"
     url, poa = settings.LLMCHAIN_RPC_URL, settings.LLMCHAIN_POA
     checked = cached_read(key, lambda: _background_check(url, poa, deployment, context_id, served, block),
                           fresh_s=None, wait_s=WAIT_S, keep_s=600)
     if checked is None:
-        return render(request, "leaderboard/verify.html", {"checking": True, "block": block,
+        return render(request, "leaderboard/verify.html", {"checking": True, "checked_block": block,
                                                           "unreachable": not reachable()})
     if checked.get("error"):
         cache.delete(key)  # tried again on the next visit
@@ -69,7 +69,7 @@ def verify(request):
     if checked.get("unknown"):
         raise Http404(f"No context with id {context_id}, neither on the chain nor on this site.")
     return render(request, "leaderboard/verify.html", {
-        **checked, "block": block, "columns": checked["chain"].columns,
+        **checked, "checked_block": block, "columns": checked["chain"].columns,
         "lambda_text": boards.format_lambda(checked["chain"].lambda_wad) if checked["chain"].lambda_wad else "",
         "deployment": deployment, "global_id": GLOBAL_CONTEXT_ID,
         "site_url": request.build_absolute_uri("/").rstrip("/")})

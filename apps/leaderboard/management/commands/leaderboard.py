@@ -17,8 +17,10 @@ from django.core.management.base import BaseCommand, CommandError
 from eth_utils import is_address
 
 from apps.chain.client import ChainClient, ChainError
+from apps.chain.indexer import cursor_name
 from apps.chain.ipfs import KuboClient
 from apps.chain.ledger import Deployment, Ledger, default_ledger
+from apps.chain.models import IndexerCursor
 from apps.chain.work import run_worker
 from apps.leaderboard import arena_entries, boards, entries
 from apps.leaderboard.verify import (CidReader, RemoteSite, SiteBoards, VerifyError, default_reader,
@@ -106,12 +108,19 @@ class Command(BaseCommand):
         reader = CidReader(None, KuboClient(ipfs, timeout=10, retries=1)) if ipfs else default_reader()
         try:
             ledger = self._ledger(rpc, reputation, identity, from_block, poa)
-            chain = rebuild_from_chain(ledger, reader, style=not skip_style)
-            if context_ids is not None:
-                for c in context_ids:
-                    if c not in chain.contexts and source.board(c).context_name is None:
-                        raise usage(f"no context {c} on the chain nor on the served site")
-            reports = verify_boards(chain, source, context_ids)
+            # This site's table is built from the chain's final blocks up to the indexer's cursor: it is
+            # compared with the chain at that block, and checked again if the indexer folded meanwhile.
+            cursor = cursor_name(ledger) if isinstance(source, SiteBoards) else None
+            for _ in range(3):
+                at = self._indexed(cursor)
+                chain = rebuild_from_chain(ledger, reader, to_block=at, style=not skip_style)
+                if context_ids is not None:
+                    for c in context_ids:
+                        if c not in chain.contexts and source.board(c).context_name is None:
+                            raise usage(f"no context {c} on the chain nor on the served site")
+                reports = verify_boards(chain, source, context_ids)
+                if self._indexed(cursor) == at:
+                    break
         except (ChainError, VerifyError, FileNotFoundError) as exc:
             raise CommandError(str(exc), returncode=USAGE) from exc
         ok = all(r.ok for r in reports)
@@ -123,6 +132,13 @@ class Command(BaseCommand):
             self._summary(chain, source, reports, ok, ledger)
         if not ok:
             sys.exit(1)
+
+    @staticmethod
+    def _indexed(cursor: str | None) -> int | None:
+        """The block the site's board table is at (None: the chain's head, for another site's boards)."""
+        if cursor is None:
+            return None
+        return IndexerCursor.objects.filter(name=cursor).values_list("last_block", flat=True).first()
 
     @staticmethod
     def _contexts(context: str) -> list[str] | None:
