@@ -267,6 +267,10 @@ LLMCHAIN_RELAY = os.environ.get("LLMCHAIN_RELAY", "auto")
 # How long a signed request stays valid (its deadline); an expired one is signed again for a
 # custodial rater, and a wallet user is asked to sign again.
 LLMCHAIN_RELAY_DEADLINE_S = int(os.environ.get("LLMCHAIN_RELAY_DEADLINE_S", str(24 * 3600)))
+# The door refuses a wallet-signed request that expires sooner than this (seconds ahead of the chain's
+# clock): it must stay valid while it waits for its answer's score, a pass and a block; and a vote
+# signed to expire at once could be replaced, after the names are shown, by a direct one.
+LLMCHAIN_RELAY_MIN_DEADLINE_S = int(os.environ.get("LLMCHAIN_RELAY_MIN_DEADLINE_S", "600"))
 LLMCHAIN_DEPLOYMENT = Path(os.environ.get("LLMCHAIN_DEPLOYMENT", VAR_DIR / "deployment.json"))
 LLMCHAIN_CHAIN_DIR = Path(os.environ.get("LLMCHAIN_CHAIN_DIR", VAR_DIR / "chain"))
 # "auto": priced when the node reports a base fee, free otherwise; or a fixed price in wei.

@@ -20,6 +20,7 @@ from . import relay
 from .background import cached_read
 from .client import ChainClient, ChainError
 from .indexer import cursor_name
+from .keys import oracle_addresses, relayer_addresses
 from .ledger import Deployment, Ledger
 from .models import ChainTransaction, IndexerCursor, OutboxItem, Sender
 
@@ -107,6 +108,7 @@ def status() -> dict:
     report = probe(timeout=5.0)
     report["outbox"] = dict(OutboxItem.objects.values_list("status").annotate(n=Count("id")))
     report["transactions"] = dict(ChainTransaction.objects.values_list("status").annotate(n=Count("id")))
+    report["senders"] = {"oracle": list(oracle_addresses()), "relayer": list(relayer_addresses())}
     report["stuck_lanes"] = [{"address": a, "reason": r, "since": s.isoformat() if s else None}
                              for a, r, s in Sender.objects.exclude(stuck_reason="")
                              .values_list("address", "stuck_reason", "stuck_since")]

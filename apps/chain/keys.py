@@ -98,8 +98,23 @@ def configured_relayer_keys() -> list[str]:
 
 
 def relayer_keys() -> list[str]:
-    """The relayers' keys: those configured, or the oracle's when none is."""
-    return configured_relayer_keys() or oracle_keys()
+    """The relayers' keys: those configured, or, when none is, one derived from the oracle's first key
+    (default_relayer_key), so that relayed requests have a lane of their own and trouble there (a
+    request the node refuses, a backlog) never holds up the oracle's calls."""
+    return configured_relayer_keys() or [default_relayer_key()]
+
+
+RELAYER_KEY_LABEL = b"LLMChain relayer key\x00"
+
+
+def default_relayer_key() -> str:
+    """keccak256(label || the oracle's first key): a key of its own, the same on every machine that has
+    the oracle's key, which tells nothing about the oracle's key. It holds no role; on a chain that
+    prices gas its address (`chain status`) must be funded like any relayer's."""
+    from eth_utils import keccak
+
+    oracle = bytes.fromhex(oracle_keys()[0].strip().removeprefix("0x").removeprefix("0X"))
+    return "0x" + keccak(RELAYER_KEY_LABEL + oracle).hex()
 
 
 def address_slot(address: str, count: int) -> int:
@@ -124,7 +139,11 @@ def relayer_address(signer: str | None = None) -> str:
     requests reach the forwarder in nonce order through one sender lane; the first relayer's
     without a signer. Each relayer is a lane of its own: submitters run with `--shard` take
     different lanes side by side."""
-    return _picked(_addresses(tuple(relayer_keys())), signer)
+    return _picked(relayer_addresses(), signer)
+
+
+def relayer_addresses() -> tuple[str, ...]:
+    return _addresses(tuple(relayer_keys()))
 
 
 def rekey_signing_keys() -> int:

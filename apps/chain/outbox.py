@@ -9,6 +9,7 @@ from typing import Any
 
 import time
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from eth_utils import is_checksum_address, keccak, to_checksum_address
 
@@ -16,8 +17,9 @@ from lib.ids import is_hex32
 from lib.reputation import WAD, likert_ok
 
 from . import relay, work
+from .client import ChainError
 from .keys import relayer_address
-from .ledger import CALLS, GRANTABLE_ROLES, HUM_FIELDS, RELAYABLE
+from .ledger import CALLS, GRANTABLE_ROLES, HUM_FIELDS, RELAY_NONCE_WINDOW, RELAYABLE
 from .metatx import ForwardRequest, recover_signer, to_json
 from .models import OutboxItem
 
@@ -165,16 +167,36 @@ def check_request(function: str, sender: str, clean: dict, request: ForwardReque
         raise InvalidCall("the request calls another contract than this site's Reputation contract")
     if request.data != relay.call_data(function, clean):
         raise InvalidCall("the request does not carry this call with these answers")
-    if request.value != 0 or request.gas < RELAYABLE[function] or request.nonce < 0:
-        raise InvalidCall(f"the request must send no value and give its call at least {RELAYABLE[function]} gas")
-    if request.deadline <= max(time.time(), relay.chain_now()):
+    if request.value != 0 or request.gas != RELAYABLE[function]:
+        raise InvalidCall(f"the request must send no value and give its call {RELAYABLE[function]} gas, "
+                          f"what this call needs")
+    now = max(time.time(), relay.chain_now())
+    if request.deadline <= now:
         raise InvalidCall("the request has expired: sign it again")
+    if request.deadline < now + settings.LLMCHAIN_RELAY_MIN_DEADLINE_S:
+        raise InvalidCall(f"the request expires too soon to be relayed: it must stay valid for at least "
+                          f"{settings.LLMCHAIN_RELAY_MIN_DEADLINE_S // 60} minutes")
     try:
         signer = recover_signer(request, dep.chainId, dep.forwarder)
     except Exception as exc:  # noqa: BLE001 - any malformed signature is the same refusal
         raise InvalidCall("the request's signature is malformed") from exc
     if signer != sender:
         raise InvalidCall("the request is not signed by the account it names")
+    check_nonce(sender, request.nonce)
+
+
+def check_nonce(signer: str, nonce: int) -> None:
+    """InvalidCall unless `nonce` is at most RELAY_NONCE_WINDOW - 1 above the signer's next one (the
+    next after the requests queued here, or the forwarder's count for a signer with none)."""
+    if nonce < 0:
+        raise InvalidCall("the request's nonce must not be negative")
+    try:
+        next_nonce = relay.next_nonce(signer)
+    except (ChainError, ValueError) as exc:
+        raise InvalidCall("the chain cannot be reached to check the request's nonce: try again in a moment") from exc
+    if nonce >= next_nonce + RELAY_NONCE_WINDOW:
+        raise InvalidCall(f"the request's nonce {nonce} is too far ahead of your next one ({next_nonce}): "
+                          f"sign it again")
 
 
 def enqueue(function: str, sender: str, payload: dict, *, depends_on: OutboxItem | None = None,

@@ -69,6 +69,39 @@ def parse_shard(text: str) -> tuple[int, int]:
     return check_shard(index, count)
 
 
+# A refusal about the price a transaction offers, which signing it again with fresh fees cures.
+FEE_ERRORS = ("underpriced", "fee", "gas price")
+
+
+def _about_fees(err: Exception) -> bool:
+    text = str(err).lower()
+    return any(word in text for word in FEE_ERRORS)
+
+
+UINT48, UINT256 = 2**48, 2**256
+
+
+def unrelayable(item: OutboxItem) -> str:
+    """Why a queued relayed request cannot go into a relayer's batch as it is (its signer chose every
+    value in it), or "": it must give its call exactly the gas RELAYABLE says (more would let it spend
+    the batch's gas, or push the batch past the block's gas limit), send no value, and hold values the
+    forwarder's types can carry."""
+    try:
+        request = from_json(item.request)
+    except (KeyError, TypeError, ValueError):
+        return "the signed request cannot be read"
+    needed = RELAYABLE.get(item.function)
+    if needed is None:
+        return f"{item.function} is not relayed"
+    if request.gas != needed:
+        return f"the signed request gives its call {request.gas} gas, not the {needed} it needs"
+    if request.value != 0 or not 0 <= request.nonce < UINT256 or not 0 <= request.deadline < UINT48:
+        return "the signed request holds a value the forwarder cannot take"
+    if len(request.signature) != 65:
+        return "the signed request's signature is malformed"
+    return ""
+
+
 def _link(txs: list[ChainTransaction], groups: list[list[OutboxItem]]) -> None:
     """Each group's items signed into its transaction: on PostgreSQL one UPDATE for the whole pass
     (a join on two arrays), elsewhere one per transaction."""
@@ -383,10 +416,14 @@ class Submitter:
         failed_dep = base.filter(depends_on__status=ITEM.FAILED)
         if failed_dep.exists():
             failed_dep.update(status=ITEM.FAILED, last_error="the call it depends on failed")
-        items = list(base.filter(Q(depends_on__isnull=True) | Q(depends_on__status=ITEM.CONFIRMED))
-                     .order_by("id")[: self.max_items])
-        if any(i.signer for i in items):
-            items = self._in_nonce_order(items)
+        ready = base.filter(Q(depends_on__isnull=True) | Q(depends_on__status=ITEM.CONFIRMED))
+        items = list(ready.filter(signer="").order_by("id")[: self.max_items])
+        # Relayed requests: those the forwarder can take next are picked among all that are queued, and
+        # only then capped, so that requests signed with nonces far ahead (which only wait) cannot fill a
+        # pass and starve the others.
+        relayed = list(ready.exclude(signer="").order_by("id"))
+        if relayed:
+            items += self._in_nonce_order(relayed)[: self.max_items]
         return items
 
     def _in_nonce_order(self, items: list[OutboxItem]) -> list[OutboxItem]:
@@ -398,6 +435,11 @@ class Submitter:
         (signed again for a custodial rater, failed with words for a wallet user); requests to sign
         again (request None) are signed here, once none of the signer's requests is in flight."""
         relayed = [i for i in items if i.signer]
+        refused = [(i, why) for i in relayed if i.request and (why := unrelayable(i))]
+        if refused:
+            self._settle([("again" if self._custodial(i) else "refuse", i, self._words(i, why)) for i, why in refused],
+                          timezone.now())
+            relayed = [i for i in relayed if i not in {i for i, _ in refused}]
         now_s = self._chain_now()
         stale = [i for i in relayed if i.request and from_json(i.request).deadline <= now_s]
         if stale:
@@ -722,6 +764,16 @@ class Submitter:
                         tx.nonce, tx.sender.address)
             return
         permanent = is_permanent(err)
+        if permanent and not _about_fees(err):
+            items = list(tx.items.filter(status=ITEM.SIGNED).order_by("pk"))
+            if len(items) > 1:
+                self._split(tx, items, str(err))
+                return
+            if len(items) == 1 and items[0].signer:
+                # A request alone that the node refuses (not for its fees) would be refused again: it fails,
+                # a no-op takes its nonce, and the relayer's lane goes on.
+                self._resign(tx, fail_items=True, error=str(err))
+                return
         attempts = tx.attempts + 1
         if not permanent or attempts < self.max_attempts:
             ChainTransaction.objects.filter(pk=tx.pk).update(attempts=attempts, last_error=str(err),
@@ -731,6 +783,26 @@ class Submitter:
             return
         log.error("node keeps refusing %s: %s; its calls fail and a no-op fills nonce %d", tx, err, tx.nonce)
         self._resign(tx, fail_items=True, error=str(err))
+
+    def _split(self, tx: ChainTransaction, items: list[OutboxItem], error: str) -> None:
+        """A batch the node refuses: its first half is signed again at the same nonce (a refusal splits it
+        again) and the others go back to the queue, each to be sent alone; so every request the node
+        takes goes through, and the one it refuses ends alone, and fails alone."""
+        first, rest = items[: len(items) // 2], items[len(items) // 2:]
+        to, data, gas, _ = self._call_of(first)
+        signed = self.client.sign(account_for(tx.sender.address), to, data, tx.nonce, gas)
+        function = RELAY if first[0].signer else first[0].function if len(first) == 1 else tx.function
+        with transaction.atomic():
+            ChainTransaction.objects.filter(pk=tx.pk).update(status=TX.DROPPED, last_error=error)
+            new = ChainTransaction.objects.create(sender=tx.sender, nonce=tx.nonce, function=function,
+                                                  tx_hash=to_hex(signed.hash), raw=signed.raw, gas_limit=gas)
+            OutboxItem.objects.filter(pk__in=[i.pk for i in first]).update(transaction=new)
+            OutboxItem.objects.filter(pk__in=[i.pk for i in rest]).update(
+                status=ITEM.PENDING, transaction=None, solo=True,
+                last_error=f"its batch was refused by the node ({error}); sent alone")
+        self.stats["split"] += 1
+        log.warning("the node refused a batch of %d calls of %s (%s): %d sent again at nonce %d, %d alone",
+                    len(items), tx.sender.address, error, len(first), tx.nonce, len(rest))
 
     def _resign(self, tx: ChainTransaction, *, fail_items: bool, error: str) -> None:
         """Replace a refused transaction at the same nonce: the same calls with fresh fees, or,

@@ -44,6 +44,7 @@ def ledger(ledger_node, settings, oracle) -> Ledger:
     settings.LLMCHAIN_DEPLOYMENT = ledger_node.deployment_file
     settings.LLMCHAIN_RPC_URL = ledger_node.url
     settings.LLMCHAIN_RESEND_AFTER_S = 5
+    settings.LLMCHAIN_RELAY_MIN_DEADLINE_S = 1  # the expiry tests sign requests that expire in seconds
     return Ledger(ChainClient(ledger_node.url), ledger_node.deployment)
 
 

@@ -129,11 +129,14 @@ def test_anvils_published_keys_are_refused_off_a_local_chain(deployed, key):
     assert named(deployed) == ["LLMCHAIN_ORACLE_KEY"]
 
 
-def test_the_relayer_is_the_oracle_unless_set_and_never_a_published_or_the_admins_key(deployed):
-    from apps.chain.keys import oracle_address, relayer_address
+def test_the_relayer_has_a_lane_of_its_own_unless_set_and_never_a_published_or_the_admins_key(deployed):
+    from apps.chain.keys import admin_address, oracle_address, relayer_address
 
     deployed.LLMCHAIN_RELAYER_KEY = ""
-    assert named(deployed) == [] and relayer_address() == oracle_address()
+    derived = relayer_address()
+    assert named(deployed) == [] and derived not in (oracle_address(), admin_address())
+    deployed.LLMCHAIN_ORACLE_KEY = "0x" + "23" * 32
+    assert relayer_address() not in (derived, oracle_address()), "derived from the oracle's key"
     deployed.LLMCHAIN_RELAYER_KEY = DEV_KEYS[2]
     assert named(deployed) == ["LLMCHAIN_RELAYER_KEY"]
     deployed.LLMCHAIN_RELAYER_KEY = deployed.LLMCHAIN_ADMIN_KEY
@@ -158,7 +161,7 @@ def test_several_oracle_keys_are_each_checked_and_an_empty_one_is_refused(deploy
 
     deployed.LLMCHAIN_ORACLE_KEY = "0x" + "22" * 32 + ", 0x" + "55" * 32
     assert named(deployed) == [] and len(oracle_addresses()) == 2
-    assert oracle_address() == oracle_addresses()[0] == relayer_address(), "the first: without an id"
+    assert oracle_address() == oracle_addresses()[0] != relayer_address(), "the first: without an id"
     picked = {oracle_address("0x" + f"{n:064x}") for n in range(4)}
     assert picked == set(oracle_addresses()), "ids spread over both keys"
     deployed.LLMCHAIN_ORACLE_KEY = "0x" + "22" * 32 + "," + DEV_KEYS[3]
