@@ -257,7 +257,8 @@ LLMCHAIN_ADMIN_KEY = os.environ.get("LLMCHAIN_ADMIN_KEY", ANVIL_DEV_KEY)
 # ones at once.
 LLMCHAIN_ORACLE_KEY = os.environ.get("LLMCHAIN_ORACLE_KEY", LLMCHAIN_ADMIN_KEY)
 # The relayer: pays the gas of the ratings its raters signed (ERC-2771 requests, relayed in batches
-# through the forwarder) and sends the batched updateReputation calls. "": the oracle's key. Several keys,
+# through the forwarder) and sends the batched updateReputation calls. "": a key derived from the oracle's
+# (keys.default_relayer_key), a sender lane of its own, so relay trouble never holds up the oracle. Several keys,
 # comma-separated: a rater's requests always go through the same one (keys.relayer_address), and
 # submitters run with `chain submit --shard I/N` relay through different ones at once.
 LLMCHAIN_RELAYER_KEY = os.environ.get("LLMCHAIN_RELAYER_KEY", "")
