@@ -79,13 +79,17 @@ def _about_fees(err: Exception) -> bool:
 
 
 UINT48, UINT256 = 2**48, 2**256
+# The call data of each relayed call: a selector and its fixed-size arguments (humEval: an id and six
+# answers; vote: an id and an outcome).
+RELAYED_CALL_BYTES = {"humEval": 4 + 7 * 32, "vote": 4 + 2 * 32}
 
 
 def unrelayable(item: OutboxItem) -> str:
     """Why a queued relayed request cannot go into a relayer's batch as it is (its signer chose every
     value in it), or "": it must give its call exactly the gas RELAYABLE says (more would let it spend
-    the batch's gas, or push the batch past the block's gas limit), send no value, and hold values the
-    forwarder's types can carry."""
+    the batch's gas, or push the batch past the block's gas limit), send no value, carry call data of its
+    call's length (the relayed calls take fixed-size arguments: more would make the batch cost more
+    than it gives) and hold values the forwarder's types can carry."""
     try:
         request = from_json(item.request)
     except (KeyError, TypeError, ValueError):
@@ -95,6 +99,8 @@ def unrelayable(item: OutboxItem) -> str:
         return f"{item.function} is not relayed"
     if request.gas != needed:
         return f"the signed request gives its call {request.gas} gas, not the {needed} it needs"
+    if len(request.data) != RELAYED_CALL_BYTES.get(item.function):
+        return "the signed request carries another call than the one queued"
     if request.value != 0 or not 0 <= request.nonce < UINT256 or not 0 <= request.deadline < UINT48:
         return "the signed request holds a value the forwarder cannot take"
     if len(request.signature) != 65:
@@ -631,6 +637,8 @@ class Submitter:
         return SigningKey.objects.filter(address=item.signer).exists()
 
     def _settle(self, outcomes: list[tuple[str, OutboxItem, str]], now) -> None:
+        """Write each request's verdict (_relay_outcomes'; also "refuse": failed before the forwarder
+        saw it, its nonce unused)."""
         executed = [item.pk for verdict, item, why in outcomes if verdict == "confirm" and not why]
         for start in range(0, len(executed), 500):  # the usual case, one UPDATE per 500
             OutboxItem.objects.filter(pk__in=executed[start:start + 500]).update(status=ITEM.CONFIRMED,
@@ -770,9 +778,13 @@ class Submitter:
                 self._split(tx, items, str(err))
                 return
             if len(items) == 1 and items[0].signer:
-                # A request alone that the node refuses (not for its fees) would be refused again: it fails,
-                # a no-op takes its nonce, and the relayer's lane goes on.
+                # A request alone that the node refuses (not for its fees) would be refused again: a no-op
+                # takes its nonce, the relayer's lane goes on, and the request, which used no forwarder
+                # nonce, is settled like one the forwarder skipped.
                 self._resign(tx, fail_items=True, error=str(err))
+                item = items[0]
+                why = self._words(item, f"the node refused to relay it ({err})")
+                self._settle([("again" if self._custodial(item) else "refuse", item, why)], timezone.now())
                 return
         attempts = tx.attempts + 1
         if not permanent or attempts < self.max_attempts:

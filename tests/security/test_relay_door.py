@@ -134,9 +134,16 @@ def test_the_door_takes_a_nonce_within_the_window_and_a_deadline_far_enough(worl
 
 
 # -- on a real chain -------------------------------------------------------------------------------
-def _slipped_past_the_door(wallet, iid: str, nonce: int, gas: int) -> OutboxItem:
-    """A request as a door without today's checks would have queued it (signed by its wallet)."""
+def _slipped_past_the_door(wallet, iid: str, nonce: int, gas: int, padding: int = 0) -> OutboxItem:
+    """A request as a door without today's checks would have queued it (signed by its wallet); with
+    `padding`, that many more bytes of call data than its call (a batch holding it would cost more gas
+    than it gives: the node holds such a transaction and never mines it)."""
     clean, request = _signed(wallet, iid, nonce=nonce, gas=gas)
+    if padding:
+        dep = relay.deployment()
+        request = metatx.sign_request(ForwardRequest(request.sender, request.to, request.gas, request.nonce,
+                                                     request.deadline, request.data + b"\xff" * padding),
+                                      wallet.key, dep.chainId, dep.forwarder)
     return OutboxItem.objects.create(function="humEval", key=f"humEval:{iid}", payload=clean,
                                      sender_address=relayer_address(wallet.address), signer=wallet.address,
                                      request=metatx.to_json(request), relay_nonce=nonce)
@@ -151,9 +158,11 @@ def _round(world, *, attack: bool) -> dict:
     drain(Submitter(world.ledger, owner="setup"))
     before = world.ledger.reputation(b32(world.model), b32(world.context))
     bad: list[OutboxItem] = []
+    oversized = None
     if attack:
         for gas in (10**9, 2**62, 2**200):
             bad.append(_slipped_past_the_door(Account.create(), rand_id(), 0, gas))
+        oversized = _slipped_past_the_door(Account.create(), rand_id(), 0, RELAYABLE["humEval"], padding=200_000)
         for _ in range(20):  # far-ahead nonces that can never be relayed (nonce 0 never comes), queued first
             sybil = Account.create()
             for nonce in range(1, 11):
@@ -181,7 +190,8 @@ def _round(world, *, attack: bool) -> dict:
 
     drain(Submitter(world.ledger, owner="round", max_items=20), timeout=150, until=done, what="confirming")
     after = world.ledger.reputation(b32(world.model), b32(world.context))
-    return {"times": times, "honest": honest, "bad": bad, "scored": scored, "moved": after[4] - before[4]}
+    return {"times": times, "honest": honest, "bad": bad, "oversized": oversized, "scored": scored,
+            "moved": after[4] - before[4]}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -211,6 +221,10 @@ def test_gas_bombs_and_a_nonce_flood_leave_every_honest_rating_confirmed_once_an
         item.refresh_from_db()
         assert item.status == "failed" and "gas" in item.last_error and "sign the rating again" in item.last_error
         assert world.ledger.view("forwarder", "nonces", item.signer)[0] == 0
+    oversized = attacked["oversized"]
+    oversized.refresh_from_db()
+    assert "another call" in oversized.last_error and "sign the rating again" in oversized.last_error
+    assert world.ledger.view("forwarder", "nonces", oversized.signer)[0] == 0
     flood = OutboxItem.objects.filter(relay_nonce__gte=1, status="pending").exclude(signer="")
     assert flood.count() == 200 and not flood.filter(transaction__isnull=False).exists(), "never sent"
     # The oracle's calls are not held up: about as fast as without the attack (blocks come each second).
