@@ -201,6 +201,8 @@ LLMCHAIN_RATES = {
     # and the live token count (the model's endpoint is asked when the text is new)
     "suggestions": os.environ.get("LLMCHAIN_RATE_SUGGESTIONS", "30/min"),
     "counts": os.environ.get("LLMCHAIN_RATE_COUNTS", "60/min"),
+    # arena battles started (each draws a pair of models: a rate of their own, so no one fishes for a pair)
+    "battles": os.environ.get("LLMCHAIN_RATE_BATTLES", "10/hour"),
     # how often one anonymous address may make /verify/ or /annotate/report/ recompute (it is shown
     # the last copy otherwise): every visitor of the same chain block and data shares one copy
     "rebuilds": os.environ.get("LLMCHAIN_RATE_REBUILDS", "6/min"),
@@ -399,6 +401,14 @@ LLMCHAIN_ARENA_STYLE_BOOTSTRAP = int(os.environ.get("LLMCHAIN_ARENA_STYLE_BOOTST
 # Who refits a board's arena once the indexer has folded votes: "after-fold", the indexer's process right
 # after its commit (at 1,000,000 votes the refit holds that process ~10 s: see `bench boards`), or "worker",
 # a process of its own (`python manage.py leaderboard arena --follow`).
+# A wallet's signed arena vote must stay valid this long (seconds) when it is sent: it is relayed only
+# after both answers' autoEval and the openBattle are final, and an expired vote would leave the
+# battle open on-chain with its names public and no vote cast.
+LLMCHAIN_ARENA_VOTE_MIN_DEADLINE_S = int(os.environ.get("LLMCHAIN_ARENA_VOTE_MIN_DEADLINE_S", str(6 * 3600)))
+# More than this many battles abandoned in the last LLMCHAIN_ARENA_ABANDON_DAYS days: the user's votes
+# are kept but not counted (recorded on-chain as voided) until the abandons age out.
+LLMCHAIN_ARENA_ABANDON_LIMIT = int(os.environ.get("LLMCHAIN_ARENA_ABANDON_LIMIT", "3"))
+LLMCHAIN_ARENA_ABANDON_DAYS = float(os.environ.get("LLMCHAIN_ARENA_ABANDON_DAYS", "7"))
 LLMCHAIN_ARENA_REFIT = os.environ.get("LLMCHAIN_ARENA_REFIT", "after-fold")
 # How long an expert holds a queue item; an unanswered item passes to another expert after it.
 LLMCHAIN_CLAIM_MINUTES = float(os.environ.get("LLMCHAIN_CLAIM_MINUTES", "15"))

@@ -231,7 +231,8 @@ class ConversationMessages(APIView):
         error = async_to_sync(conversations.answer)(interaction, conversation.model, gateway=self.gateway())
         done = _interactions().get(pk=interaction.pk)
         if error is not None:
-            return Response({"detail": str(error), "interaction": InteractionSerializer(done).data},
+            detail = done.blind(str(error))  # a hidden arena side's model is not named
+            return Response({"detail": detail, "interaction": InteractionSerializer(done).data},
                             status=status.HTTP_502_BAD_GATEWAY)
         return Response(InteractionSerializer(done).data, status=status.HTTP_201_CREATED)
 

@@ -12,6 +12,17 @@ On-chain: once both answers' autoEval calls are confirmed, the oracle opens the 
 user's vote follows (`vote`), signed by the user like a rating: with the key the site holds for a
 custodial user, or by their wallet in the browser, and relayed. `advance` moves a voted battle on;
 the oracle's worker calls `advance_waiting` on every pass, so a vote never waits for a page view.
+
+Blind until the vote is final: until the battle's `Voted` event is final on-chain (indexed), nothing
+the site serves names a side's model (`Conversation.name_hidden`; pages, API, export and socket read
+it), answers shown are masked where they name their model (`mask`), and the sides' autoEval calls
+(whose public events and evidence name the models) wait in the oracle until the vote is signed
+(`holds`). Before the vote each side gets one message, the same for both (`check_turn`, in the
+prompt checks that page, API and socket share), and no side can be rated. A user has one unvoted
+battle at a time; abandoning one is recorded (`abandon`), and a user who abandoned more than
+LLMCHAIN_ARENA_ABANDON_LIMIT in LLMCHAIN_ARENA_ABANDON_DAYS has their votes kept but not counted
+(`flagged`, voided on-chain). Only voted battles weigh in the pair draw, and starting a battle has
+a rate of its own ("battles").
 """
 
 from __future__ import annotations
@@ -22,6 +33,9 @@ import re
 import secrets
 from collections import Counter
 
+from datetime import timedelta
+
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
@@ -31,13 +45,16 @@ from apps.chain import metatx, outbox, relay, work
 from apps.chain.keys import oracle_address
 from apps.chain.models import ArenaBattle, OutboxItem
 
-from . import ratings
+from . import limits, ratings
 from .accounts import same_person
 from .health import running_models
 from .models import Battle, Conversation, Interaction, Profile, RegisteredModel
 
 DONE = Interaction.Status.DONE
 SIDES = ("a", "b")
+VOTED = (Battle.Status.VOTED, Battle.Status.QUEUED, Battle.Status.ONCHAIN)  # a vote was cast
+ORACLE_CHANNEL = "oracle-jobs"  # the oracle's wake-up channel (apps.oracle.jobs.CHANNEL; chat does not import it)
+MASK = "[model name hidden]"
 
 
 class NoBattle(ValidationError):
@@ -54,8 +71,10 @@ def candidates(user, context) -> list[RegisteredModel]:
 
 
 def pair_counts(context) -> Counter:
-    """How many battles each pair of models (by pk) has had in the context."""
-    rows = Battle.objects.filter(context=context).values_list("conversation_a__model_id", "conversation_b__model_id")
+    """How many voted battles each pair of models (by pk) has had in the context: unvoted and abandoned
+    ones do not count, so no one steers the pairs others get by starting battles."""
+    rows = Battle.objects.filter(context=context, status__in=VOTED).values_list(
+        "conversation_a__model_id", "conversation_b__model_id")
     return Counter(frozenset(pair) for pair in rows)
 
 
@@ -78,10 +97,24 @@ def pick_pair(models: list, counts: Counter, rng: random.Random) -> tuple:
     return (a, b) if rng.random() < 0.5 else (b, a)
 
 
+def unvoted(user) -> Battle | None:
+    """The user's battle waiting for their vote (at most one)."""
+    return Battle.objects.filter(user=user, status=Battle.Status.ANSWERING).select_related("context").first()
+
+
 def start_battle(user, context, rng: random.Random | None = None) -> Battle:
+    """A new battle: refused while the user has one waiting for their vote (vote on it or abandon it),
+    and beyond the "battles" rate."""
     if not getattr(user, "is_authenticated", False):
         raise PermissionError("Log in to use the arena.")
+    if unvoted(user) is not None:
+        raise NoBattle({"context": ["You have a battle waiting for your vote: vote on it, or abandon it "
+                                    "(abandoned battles count against your votes), before starting another."]})
     a, b = draw_pair(user, context, rng)
+    wait = limits.take("battles", user.pk)
+    if wait is not None:
+        raise NoBattle({"context": [f"You have started many battles in a short time: wait {limits.wait_words(wait)}, "
+                                    "then start another."]})
     with transaction.atomic():
         sides = [Conversation.objects.create(user=user, model=m, context=context, arena=True,
                                              title=f"Arena · {context.name} · model {label}")
@@ -94,12 +127,124 @@ def battle_of(conversation: Conversation) -> Battle | None:
     return Battle.objects.filter(Q(conversation_a=conversation) | Q(conversation_b=conversation)).first()
 
 
+def abandon(user, battle: Battle) -> Battle:
+    """Leave a battle without voting: recorded, and counted against the user's later votes."""
+    if battle.user_id != getattr(user, "id", None):
+        raise PermissionError("Only the person who had this battle can abandon it.")
+    if not Battle.objects.filter(pk=battle.pk, status=Battle.Status.ANSWERING).update(
+            status=Battle.Status.ABANDONED, abandoned_at=timezone.now()):
+        raise ValidationError({"vote": ["This battle was voted on or abandoned already."]})
+    battle.refresh_from_db()
+    work.wake_on_commit(ORACLE_CHANNEL)  # its answers' evaluations go on (holds)
+    return battle
+
+
+def _abandon_window_start():
+    return timezone.now() - timedelta(days=settings.LLMCHAIN_ARENA_ABANDON_DAYS)
+
+
+def abandoned_recently(user) -> int:
+    return Battle.objects.filter(user=user, status=Battle.Status.ABANDONED, abandoned_at__gte=_abandon_window_start()
+                                 ).count()
+
+
+def can_delete(conversation: Conversation) -> bool:
+    """An arena side goes with its battle (deleting it deletes the battle): not while the vote is on its
+    way, nor while an abandoned battle still counts against its user."""
+    battle = conversation.battle
+    if battle is None or battle.revealed:
+        return True
+    return battle.status == Battle.Status.ABANDONED and battle.abandoned_at < _abandon_window_start()
+
+
+# --- blind until the vote is final ----------------------------------------------------------------
+
+def hidden_sides():
+    """The arena conversations whose battle's vote is not final on-chain yet."""
+    final = ArenaBattle.objects.filter(outcome__isnull=False).values("battle_id")
+    return Conversation.objects.filter(arena=True).exclude(
+        Q(battle_as_a__battle_id__in=final) | Q(battle_as_b__battle_id__in=final))
+
+
+def model_names(model: RegisteredModel) -> set[str]:
+    """What names a model: its registered name, the name without its size or version suffix
+    ("lighthouse-3b" -> "lighthouse"), its name at its endpoint, its provider, and its on-chain id;
+    names shorter than four letters are left out (too many false alarms)."""
+    names = {model.name, re.split(r"[-_ ](?:v?\d|\d+b\b)", model.name, maxsplit=1)[0], model.provider,
+             model.endpoint_model, model.model_id}
+    return {n for n in (x.strip() for x in names if x) if len(n) >= 4}
+
+
+def _name_pattern(model: RegisteredModel, edge: str = r"[\w-]") -> re.Pattern | None:
+    names = sorted(model_names(model), key=len, reverse=True)
+    if not names:
+        return None
+    return re.compile(rf"(?<!{edge})(?:" + "|".join(map(re.escape, names)) + rf")(?!{edge})", re.IGNORECASE)
+
+
+def mask(model: RegisteredModel, text: str) -> str:
+    """`text` with every name of `model` replaced by MASK (what a hidden side shows); a name joined to
+    a word by a hyphen ("harbour-7b-instruct") is masked too."""
+    pattern = _name_pattern(model, edge=r"\w")
+    return text if pattern is None or not text else pattern.sub(MASK, text)
+
+
+def shown_so_far(model: RegisteredModel, text: str) -> str:
+    """What a hidden side streams of an answer still coming: masked, and without its last unfinished
+    word (a name may be only half there)."""
+    cut = max(text.rfind(" "), text.rfind("\n"))
+    return mask(model, text[:cut + 1] if cut >= 0 else "")
+
+
+def holds(interaction: Interaction) -> bool:
+    """Whether the interaction's autoEval must wait: an arena side's answer before its battle's vote
+    is signed (its public event and evidence name the model)."""
+    battle = interaction.conversation.battle
+    return battle is not None and battle.status == Battle.Status.ANSWERING
+
+
+def check_turn(conversation: Conversation, prompt: str) -> None:
+    """Before the vote is final, an arena side takes one message, the battle's, the same for both sides
+    (a failed or stopped answer may be asked again); ValidationError otherwise."""
+    battle = conversation.battle
+    if battle is None or battle.revealed:
+        return
+    if battle.status == Battle.Status.ABANDONED:
+        raise ValidationError({"prompt": ["You abandoned this battle: start a new one in the arena."]})
+    if battle.status != Battle.Status.ANSWERING:
+        raise ValidationError({"prompt": ["Your vote is on its way to the chain: you can go on with both models "
+                                          "once it is recorded there (the names are shown then)."]})
+    taken = conversation.interactions.filter(status__in=[DONE, Interaction.Status.STREAMING])
+    if taken.exists():
+        raise ValidationError({"prompt": ["One message per battle until you have voted: say which answer is "
+                                          "better first."]})
+    if battle.prompt and prompt != battle.prompt:
+        raise ValidationError({"prompt": ["Both models answer the same message in a battle: send the one the other "
+                                          "model got."]})
+
+
+def claim_prompt(conversation: Conversation, prompt: str) -> None:
+    """Record the battle's one message (the first side asked sets it, atomically), or refuse another."""
+    battle = conversation.battle
+    if battle is None or battle.revealed:
+        return
+    Battle.objects.filter(pk=battle.pk, prompt="").update(prompt=prompt)
+    battle.prompt = Battle.objects.filter(pk=battle.pk).values_list("prompt", flat=True).get()
+    if battle.prompt != prompt:
+        raise ValidationError({"prompt": ["Both models answer the same message in a battle: send the one the other "
+                                          "model got."]})
+
+
 # --- the vote -------------------------------------------------------------------------------------
 
 def first_answers(battle: Battle) -> tuple[Interaction | None, Interaction | None]:
-    """The first answer on each side (what the vote is about)."""
-    return tuple(Interaction.objects.filter(conversation=c, replaces=None).order_by("created_at", "pk").first()
-                 for c in (battle.conversation_a, battle.conversation_b))
+    """The answer on each side the vote is about: its first finished answer (a side has at most one
+    before the vote), else its latest attempt."""
+    out = []
+    for c in (battle.conversation_a, battle.conversation_b):
+        turns = Interaction.objects.filter(conversation=c).order_by("created_at", "pk")
+        out.append(turns.filter(status=DONE).first() or turns.last())
+    return tuple(out)
 
 
 def ready_to_vote(battle: Battle) -> bool:
@@ -108,19 +253,16 @@ def ready_to_vote(battle: Battle) -> bool:
 
 
 def names_itself(model: RegisteredModel, text: str) -> bool:
-    """Whether an answer names its own model: its registered name, the name without its size or
-    version suffix ("lighthouse-3b" -> "lighthouse"), or its provider, as a whole word, any case.
-    Names shorter than four letters are not looked for (too many false alarms)."""
-    names = {model.name, re.split(r"[-_ ](?:v?\d|\d+b\b)", model.name, maxsplit=1)[0], model.provider}
-    for name in filter(None, (n.strip() for n in names)):
-        if len(name) >= 4 and re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE):
-            return True
-    return False
+    """Whether an answer names its own model (`model_names`), as a whole word, any case."""
+    pattern = _name_pattern(model)
+    return pattern is not None and pattern.search(text) is not None
 
 
 def _check_vote(user, battle: Battle, outcome: str) -> tuple[Interaction, Interaction]:
     if battle.user_id != getattr(user, "id", None):
         raise PermissionError("Only the person who had this battle can vote on it.")
+    if battle.status == Battle.Status.ABANDONED:
+        raise ValidationError({"vote": ["You abandoned this battle: it takes no vote."]})
     if battle.status != Battle.Status.ANSWERING:
         raise ValidationError({"vote": ["You already voted on this battle: one vote per battle."]})
     if outcome not in Battle.OUTCOMES:
@@ -160,15 +302,29 @@ def vote(user, battle: Battle, outcome: str, signed_request=None) -> Battle:
     request = None
     if needs_wallet(battle):
         request = ratings.checked_request("vote", address, _payload(battle, outcome), signed_request, field="vote")
+        check_deadline(request)
     named = "".join(side for side, i in zip(SIDES, (a, b)) if names_itself(i.conversation.model, i.answer))
+    flagged = abandoned_recently(user) > settings.LLMCHAIN_ARENA_ABANDON_LIMIT
     updated = Battle.objects.filter(pk=battle.pk, status=Battle.Status.ANSWERING).update(
-        status=Battle.Status.VOTED, outcome=outcome, self_named=named, signer=address, request=request,
-        voted_at=timezone.now())
+        status=Battle.Status.VOTED, outcome=outcome, self_named=named, flagged=flagged, signer=address,
+        request=request, voted_at=timezone.now())
     if not updated:  # another tab voted meanwhile
         raise ValidationError({"vote": ["You already voted on this battle: one vote per battle."]})
     battle.refresh_from_db()
     work.wake_on_commit(ratings.WORKER_CHANNEL)  # the worker sends it (`advance`): a vote never waits on the chain
+    work.wake_on_commit(ORACLE_CHANNEL)  # the answers' evaluations, held until now, go on
     return battle
+
+
+def check_deadline(request: dict) -> None:
+    """Refuse a wallet's vote that would expire before the site can relay it: it goes out only after
+    both answers' autoEval and the openBattle are final (LLMCHAIN_ARENA_VOTE_MIN_DEADLINE_S)."""
+    need = settings.LLMCHAIN_ARENA_VOTE_MIN_DEADLINE_S
+    if metatx.from_json(request).deadline < relay.chain_now() + need:
+        hours = need / 3600
+        raise ValidationError({"vote": [f"Your wallet's signature must stay valid for at least "
+                                        f"{hours:g} hour{'s' if hours != 1 else ''}: the vote is sent once both "
+                                        "answers are recorded on the chain. Sign it again without shortening it."]})
 
 
 # --- on-chain -------------------------------------------------------------------------------------
@@ -186,7 +342,7 @@ def advance(battle: Battle) -> bool:
     with transaction.atomic():
         opened = outbox.enqueue("openBattle", oracle_address(battle.battle_id), {
             "battleId": battle.battle_id, "interactionA": a.interaction_id, "interactionB": b.interaction_id,
-            "voided": bool(battle.self_named)})
+            "voided": not battle.counted})
         try:
             if battle.request is not None:
                 voted = outbox.enqueue("vote", battle.signer, payload, depends_on=opened,
@@ -238,13 +394,16 @@ def settle_battles(limit: int = 500) -> int:
 
 
 def summary(battle: Battle) -> dict:
-    """What the battle page shows about the vote: nothing of the names before it."""
+    """What the battle page shows about the vote: the names only once the vote is final on-chain."""
     voted = battle.status != Battle.Status.ANSWERING
+    battle.__dict__.pop("_revealed", None)
     out = {"voted": voted, "status": battle.status, "outcome": Battle.OUTCOMES.get(battle.outcome, ""),
-           "counted": battle.counted, "error": battle.error, "ready": ready_to_vote(battle) if not voted else True}
-    if voted:
+           "counted": battle.counted, "flagged": battle.flagged, "error": battle.error,
+           "abandoned": battle.status == Battle.Status.ABANDONED, "revealed": battle.revealed,
+           "ready": ready_to_vote(battle) if not voted else True,
+           "self_named": [f"model {s.upper()}" for s in battle.self_named]}
+    if battle.revealed:
         out["names"] = {side: c.model.name for side, c in zip(SIDES, (battle.conversation_a, battle.conversation_b))}
         out["self_named"] = [out["names"][s] for s in battle.self_named]
-        onchain = ArenaBattle.objects.filter(battle_id=battle.battle_id).first()
-        out["onchain"] = onchain
+        out["onchain"] = ArenaBattle.objects.filter(battle_id=battle.battle_id).first()
     return out

@@ -21,7 +21,7 @@ from django.core.exceptions import ValidationError
 from django.template.loader import get_template, render_to_string
 
 
-from . import conversations, limits, moderation
+from . import arena, conversations, limits, moderation
 from .models import Conversation, Interaction
 from .replay import replay_questions
 
@@ -39,6 +39,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     stop: asyncio.Event | None = None
 
     pane = ""  # "-<pk>" for an arena side (its page holds two conversations)
+    hidden = False  # an arena side whose models are not named yet
     slot: str | None = None  # the cache key holding this socket's place in its user's quota
 
     async def connect(self):
@@ -130,7 +131,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if not getattr(user, "is_authenticated", False):
             return None
         pk = self.scope["url_route"]["kwargs"]["pk"]
-        return Conversation.objects.select_related("model", "context").filter(pk=pk, user=user).first()
+        conversation = Conversation.objects.select_related("model", "context").filter(pk=pk, user=user).first()
+        self.hidden = conversation is not None and conversation.name_hidden
+        return conversation
 
     async def receive(self, text_data=None, bytes_data=None):
         """{"prompt": ...} asks; {"action": "stop"} stops the answer streaming; {"action": "regenerate" or
@@ -188,6 +191,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         async def send_piece(piece: str) -> None:
             nonlocal next_render
             parts.append(piece)
+            if self.hidden:  # a hidden arena side: only masked renders, never a raw piece (arena.shown_so_far)
+                if time.monotonic() >= next_render:
+                    await self.send(render_to_string("chat/_answer_render.html", {
+                        "i": interaction, "text": arena.shown_so_far(self.conversation.model, "".join(parts))}))
+                    next_render = time.monotonic() + RENDER_EVERY_S
+                return
             await self.send(piece_template.render({"i": interaction, "piece": piece}))
             # Every so often the whole answer so far is rendered as Markdown and replaces the raw pieces;
             # a long answer takes longer to render, so it is rendered less often (at most a quarter of the time).

@@ -20,6 +20,7 @@ from django.utils import timezone
 from apps.chain.models import Context
 from lib.ids import hex32
 
+from . import arena
 from .gateway import BadResponse, Gateway, GatewayError
 from .health import running_models
 from .models import Conversation, Interaction, RegisteredModel
@@ -77,6 +78,10 @@ def unsettled(conversation: Conversation) -> QuerySet:
 
 def delete_conversation(user, conversation: Conversation) -> None:
     own(user, conversation)
+    if not arena.can_delete(conversation):
+        raise ValidationError({"conversation": [
+            "This is one side of an arena battle whose vote is not recorded on the chain yet (or that you abandoned "
+            "recently, which counts against your votes for a while): it can be deleted once that is over."]})
     waiting = unsettled(conversation).count()
     if waiting:
         raise ValidationError({"conversation": [
@@ -92,9 +97,8 @@ def search_conversations(user, query: str = "") -> QuerySet:
     """The user's conversations, latest first; with a query, those whose name, model, context or one
     of the user's latest LLMCHAIN_SEARCH_MESSAGES messages (prompt or answer) holds it,
     case-insensitively. The query is cut at SEARCH_MAX_QUERY characters."""
-    # Arena sides not voted on yet stay off the list: it names each conversation's model.
-    mine = Conversation.objects.filter(user=user).exclude(
-        arena=True, battle_as_a__status="answering").exclude(arena=True, battle_as_b__status="answering").select_related(
+    # Arena sides whose vote is not final on-chain stay off the list: it names each conversation's model.
+    mine = Conversation.objects.filter(user=user).exclude(pk__in=arena.hidden_sides().values("pk")).select_related(
         "model", "context")
     query = " ".join((query or "").split())[:SEARCH_MAX_QUERY]
     if not query:
@@ -119,9 +123,9 @@ def check_prompt(user, conversation: Conversation, prompt: str) -> str:
                                           f"{MAX_PROMPT:,} in one message. Nothing was sent."]})
     if conversation.interactions.filter(status=Interaction.Status.STREAMING).exists():
         raise ValidationError({"prompt": ["Wait for the current answer to finish."]})
-    model = conversation.model
-    if not model.running:
-        raise ValidationError({"prompt": [f"{model.name} is offline right now."]})
+    arena.check_turn(conversation, prompt)
+    if not conversation.model.running:
+        raise ValidationError({"prompt": [f"{conversation.model_label} is offline right now."]})
     return prompt
 
 
@@ -131,6 +135,7 @@ def begin_interaction(user, conversation: Conversation, prompt: str, replaces: I
     with transaction.atomic():
         Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
         prompt = check_prompt(user, conversation, prompt)
+        arena.claim_prompt(conversation, prompt)
         return Interaction.objects.create(conversation=conversation, prompt=prompt, replaces=replaces,
                                           interaction_id=hex32(secrets.token_bytes(32)))
 
@@ -249,7 +254,7 @@ async def check_fits(conversation: Conversation, prompt: str, *, before: int | N
     """Refuse (ValidationError, nothing saved) a prompt that would not fit the model's context."""
     fit = await measure_fit(conversation, prompt, before=before, gateway=gateway)
     if fit is not None and not fit.fits:
-        raise ValidationError({"prompt": [fit.describe(conversation.model.name)]})
+        raise ValidationError({"prompt": [fit.describe(conversation.model_label)]})
     return fit
 
 

@@ -3,7 +3,8 @@
 The download holds the account (name, chain address, roles, whether it shares its prompts), every
 conversation with every turn (prompt, answer, status, the turn's on-chain id and its automatic
 evaluation as the oracle recorded it), every rating with its reasons and comment, and every arena vote
-(the models named only once the user has voted: the download would not spoil a blind battle). Other
+(a battle's models named only once its vote is final on-chain: the download would not spoil a blind
+battle, nor would its answers, masked where they name their model, or their evidence). Other
 people's data never appears in it.
 """
 
@@ -24,7 +25,8 @@ def _evaluation(interaction) -> dict | None:
     job = getattr(interaction, "evaluation", None)
     if job is None:
         return None
-    return {"status": job.status, "sa": job.sa or None, "evidence_cid": job.evidence_cid or None}
+    cid = None if interaction.conversation.name_hidden else job.evidence_cid or None
+    return {"status": job.status, "sa": job.sa or None, "evidence_cid": cid}
 
 
 def user_data(user) -> dict:
@@ -42,10 +44,11 @@ def user_data(user) -> dict:
             "shares_prompts": bool(profile and profile.share_prompts),
         },
         "conversations": [{
-            "id": c.pk, "title": c.title, "model": c.model.name, "model_id": c.model.model_id,
+            "id": c.pk, "title": c.title, "model": c.model_label,
+            "model_id": None if c.name_hidden else c.model.model_id,
             "context": c.context.name, "context_id": c.context.context_id, "started": _when(c.created_at),
             "turns": [{
-                "id": i.pk, "interaction_id": i.interaction_id, "prompt": i.prompt, "answer": i.answer,
+                "id": i.pk, "interaction_id": i.interaction_id, "prompt": i.prompt, "answer": i.shown_answer,
                 "status": i.status, "finish_reason": i.finish_reason or None, "asked": _when(i.created_at),
                 "answered": _when(i.finished_at), "evaluation": _evaluation(i),
             } for i in sorted(c.interactions.all(), key=lambda i: (i.created_at, i.pk))],
@@ -61,7 +64,8 @@ def user_data(user) -> dict:
 
 def _vote(battle: Battle) -> dict:
     voted = battle.status != Battle.Status.ANSWERING
-    sides = {side: {"conversation": c.pk, **({"model": c.model.name, "model_id": c.model.model_id} if voted else {})}
+    sides = {side: {"conversation": c.pk, **({"model": c.model.name, "model_id": c.model.model_id}
+                                             if battle.revealed else {})}
              for side, c in (("a", battle.conversation_a), ("b", battle.conversation_b))}
     return {"battle_id": battle.battle_id, "context": battle.context.name, "context_id": battle.context.context_id,
             "started": _when(battle.created_at), "sides": sides, "vote": battle.outcome or None,

@@ -130,12 +130,30 @@ class Conversation(models.Model):
         return self.title
 
     @property
-    def name_hidden(self) -> bool:
-        """An arena side before its battle's vote: its model is not named to the user yet."""
+    def battle(self) -> Battle | None:
+        """The arena battle this conversation is a side of (None for an ordinary conversation)."""
         if not self.arena:
-            return False
-        return not Battle.objects.filter(models.Q(conversation_a=self) | models.Q(conversation_b=self)).exclude(
-            status="answering").exists()
+            return None
+        if "_battle" not in self.__dict__:
+            self._battle = Battle.objects.filter(models.Q(conversation_a=self) | models.Q(conversation_b=self)).first()
+        return self._battle
+
+    @property
+    def name_hidden(self) -> bool:
+        """An arena side whose battle's vote is not final on-chain yet: nothing served names its model."""
+        battle = self.battle
+        return battle is not None and not battle.revealed
+
+    @property
+    def side(self) -> str:
+        """"A" or "B" for an arena side, "" otherwise."""
+        battle = self.battle
+        return "" if battle is None else ("A" if battle.conversation_a_id == self.pk else "B")
+
+    @property
+    def model_label(self) -> str:
+        """What the site calls this conversation's model: its name, or "Model A" or "B" while it is hidden."""
+        return f"Model {self.side}" if self.name_hidden else self.model.name
 
 
 class Interaction(models.Model):
@@ -166,6 +184,24 @@ class Interaction(models.Model):
 
     def __str__(self) -> str:
         return self.interaction_id
+
+    @property
+    def shown_answer(self) -> str:
+        """The answer as the site shows it: on a hidden arena side, with its model's names masked."""
+        return self.blind(self.answer)
+
+    @property
+    def shown_error(self) -> str:
+        return self.blind(self.error)
+
+    def blind(self, text: str) -> str:
+        """`text` with the model's names masked while this is a hidden arena side."""
+        conversation = self.conversation
+        if not text or not conversation.name_hidden:
+            return text
+        from .arena import mask  # arena builds on these models
+
+        return mask(conversation.model, text)
 
     @property
     def cut_at_limit(self) -> bool:
@@ -277,6 +313,7 @@ class Battle(models.Model):
         QUEUED = "queued"  # openBattle and vote are in the outbox
         ONCHAIN = "onchain"
         FAILED = "failed"
+        ABANDONED = "abandoned"  # left without a vote: it counts against its user (arena.ABANDON_*)
 
     OUTCOMES = {"a": "A is better", "b": "B is better", "tie": "It's a tie", "bad": "Both are bad"}
 
@@ -296,12 +333,27 @@ class Battle(models.Model):
     vote_item = models.ForeignKey("chain.OutboxItem", null=True, blank=True, on_delete=models.SET_NULL,
                                   related_name="+")
     error = models.TextField(blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
+    # The one message both sides answer before the vote (set by the first side asked).
+    prompt = models.TextField(blank=True)
+    # The vote came after its user had abandoned too many battles (arena.ABANDON_LIMIT): kept, not counted.
+    flagged = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
     voted_at = models.DateTimeField(null=True, blank=True)
+    abandoned_at = models.DateTimeField(null=True, blank=True, db_index=True)
 
     def __str__(self) -> str:
         return f"battle {self.pk} {self.status}"
 
     @property
     def counted(self) -> bool:
-        return not self.self_named
+        return not self.self_named and not self.flagged
+
+    @property
+    def revealed(self) -> bool:
+        """Whether its vote is final on-chain (the indexer folds only final blocks): only then are the
+        models named."""
+        if "_revealed" not in self.__dict__:
+            from apps.chain.models import ArenaBattle
+
+            self._revealed = ArenaBattle.objects.filter(battle_id=self.battle_id, outcome__isnull=False).exists()
+        return self._revealed

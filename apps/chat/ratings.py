@@ -33,10 +33,16 @@ ALREADY_RATED = ("This answer was already rated, perhaps in another tab or windo
                  "one you just sent was not saved. The rating that counts is shown here.")
 
 
+BATTLE_NOT_FINAL = ("The answers of an arena battle can be rated once your vote is recorded on the chain (the names "
+                    "are shown then).")
+
+
 def check_rating(user, interaction: Interaction, answers: dict) -> dict[str, int]:
     """Authorise and validate; PermissionError or ValidationError, nothing changes."""
     if not getattr(user, "is_authenticated", False) or interaction.conversation.user_id != user.id:
         raise PermissionError("Only the person who had this conversation can rate its answers.")
+    if interaction.conversation.name_hidden:
+        raise ValidationError({"form": [BATTLE_NOT_FINAL]})
     if same_person(user.id, interaction.conversation.model.owner_id):
         raise ValidationError({"form": [OWN_MODEL]})
     if interaction.status != Interaction.Status.DONE:

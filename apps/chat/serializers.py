@@ -6,6 +6,7 @@ endpoint (URL, name at the endpoint, encrypted key) is not part of any output.
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.chain.models import Context
@@ -117,8 +118,23 @@ class RatingSerializer(serializers.ModelSerializer):
 
 
 class InteractionSerializer(serializers.ModelSerializer):
-    evaluation = EvaluationSerializer(read_only=True, allow_null=True,
-                                      help_text="The oracle's automatic evaluation; null until the answer is done.")
+    """One turn. On an arena side whose battle's vote is not final on-chain yet, the answer and error
+    have the model's names masked and the evaluation withholds its evidence CID (it names the model)."""
+
+    answer = serializers.CharField(source="shown_answer", read_only=True)
+    error = serializers.CharField(source="shown_error", read_only=True)
+    evaluation = serializers.SerializerMethodField(
+        help_text="The oracle's automatic evaluation; null until the answer is done.")
+
+    @extend_schema_field(EvaluationSerializer(allow_null=True))
+    def get_evaluation(self, interaction) -> dict | None:
+        job = getattr(interaction, "evaluation", None)
+        if job is None:
+            return None
+        data = EvaluationSerializer(job).data
+        if interaction.conversation.name_hidden:
+            data["evidence_cid"] = ""
+        return data
 
     class Meta:
         model = Interaction
@@ -128,8 +144,11 @@ class InteractionSerializer(serializers.ModelSerializer):
 
 
 class ConversationSerializer(serializers.ModelSerializer):
-    model = serializers.PrimaryKeyRelatedField(read_only=True)
-    model_name = serializers.CharField(source="model.name", read_only=True)
+    """A conversation; an arena side's model is null and named "Model A" or "B" until its battle's
+    vote is final on-chain."""
+
+    model = serializers.SerializerMethodField(help_text="The model's id; null on a hidden arena side.")
+    model_name = serializers.CharField(source="model_label", read_only=True)
     context = serializers.SlugRelatedField(slug_field="context_id", read_only=True)
     context_name = serializers.CharField(source="context.name", read_only=True)
 
@@ -137,6 +156,9 @@ class ConversationSerializer(serializers.ModelSerializer):
         model = Conversation
         fields = ["id", "title", "model", "model_name", "context", "context_name", "created_at", "updated_at"]
         read_only_fields = fields
+
+    def get_model(self, conversation) -> int | None:
+        return None if conversation.name_hidden else conversation.model_id
 
 
 class ConversationDetailSerializer(ConversationSerializer):

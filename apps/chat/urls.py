@@ -27,6 +27,7 @@ urlpatterns = [
     path("arena/", views.arena_index, name="arena"),
     path("arena/<int:pk>/", views.arena_battle, name="arena-battle"),
     path("arena/<int:pk>/vote", views.arena_vote, name="arena-vote"),
+    path("arena/<int:pk>/abandon", views.arena_abandon, name="arena-abandon"),
     path("arena/<int:pk>/vote/prepare", views.arena_vote_prepare, name="arena-vote-prepare"),
     path("models/", views.models_index, name="models"),
     path("models/new", views.model_new, name="model-new"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import wraps
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
@@ -13,6 +14,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render, resolve_url
+from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from apps.chain import relay
@@ -144,7 +146,7 @@ def conversation_count(request, pk):
     fit = async_to_sync(conversations.measure_fit)(conv, prompt)
     if fit is None:
         return render(request, "chat/_prompt_count.html", {"text": f"{len(prompt):,} characters."})
-    return render(request, "chat/_prompt_count.html", {"too_long": not fit.fits, "text": fit.describe(conv.model.name)})
+    return render(request, "chat/_prompt_count.html", {"too_long": not fit.fits, "text": fit.describe(conv.model_label)})
 
 
 @login_required
@@ -172,6 +174,21 @@ def chat_models(request):
     return render(request, "chat/_model_select.html", {"models": chat_choices(context) if context else []})
 
 
+class NotRateable(Exception):
+    pass
+
+
+def not_rateable(view):
+    """A hidden arena side's answer: a plain note instead of the rating form."""
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        try:
+            return view(request, *args, **kwargs)
+        except NotRateable:
+            return HttpResponse(format_html('<p class="note">{}</p>', ratings.BATTLE_NOT_FINAL), status=400)
+    return wrapped
+
+
 def rating_context(interaction, errors=None, preview=None, facts: ratings.TurnFacts | None = None) -> dict:
     """What the rating box under an answer shows; `facts` read once for a page of turns (else for this one)."""
     facts = facts or ratings.turn_facts([interaction])
@@ -195,6 +212,7 @@ def rating_context(interaction, errors=None, preview=None, facts: ratings.TurnFa
 
 
 @login_required
+@not_rateable
 def rating(request, pk):
     """The questionnaire under an answer (GET: the form or the rating's progress; POST: submit)."""
     interaction = _own_interaction(request, pk)
@@ -396,15 +414,22 @@ def wallet_link(request):
 
 
 def _own_interaction(request, pk) -> Interaction:
+    """One of the user's answers that can be rated: an arena side's only once its vote is final
+    on-chain (its rating form, signer and evaluation would give the model away), else 400."""
     interaction = get_object_or_404(Interaction.objects.select_related(
         "conversation__user__profile", "conversation__model", "conversation__context"), pk=pk)
     if interaction.conversation.user_id != request.user.id:
         raise PermissionDenied("Only the person who had this conversation can rate its answers.")
+    if interaction.conversation.name_hidden:
+        raise NotRateable()
     return interaction
+
+
 
 
 @login_required
 @require_POST
+@not_rateable
 def rating_prepare(request, pk):
     """For a wallet user: the typed data their wallet signs for the rating in the form (JSON), or what
     is wrong with the form (400, the same messages as sending it)."""
@@ -422,6 +447,7 @@ def rating_prepare(request, pk):
 
 @login_required
 @require_POST
+@not_rateable
 def rating_sign_again(request, pk):
     """A wallet user's newly signed request for a rating whose first one could not be relayed."""
     interaction = _own_interaction(request, pk)
@@ -471,7 +497,10 @@ def arena_index(request):
     battles = Battle.objects.filter(user=request.user).select_related(
         "context", "conversation_a__model", "conversation_b__model").order_by("-created_at")[:20]
     response = render(request, "chat/arena.html", {"contexts": contexts, "context": context, "errors": errors,
-                                                   "battles": battles}, status=status)
+                                                   "battles": battles, "unvoted": arena.unvoted(request.user),
+                                                   "abandon_limit": settings.LLMCHAIN_ARENA_ABANDON_LIMIT,
+                                                   "abandon_days": f"{settings.LLMCHAIN_ARENA_ABANDON_DAYS:g}"},
+                      status=status)
     return limits.retry_after(response, 60) if status == 429 else response
 
 
@@ -519,10 +548,28 @@ def arena_vote(request, pk):
             errors = exc.message_dict
         except PermissionError as exc:
             raise PermissionDenied(str(exc)) from exc
-    response = render(request, "chat/_arena_vote.html", _vote_context(battle, errors))
-    if request.method == "POST" and errors is None:
-        response["HX-Refresh"] = "true"  # the names are revealed: the whole page shows them now
+    hidden = not battle.revealed
+    context = _vote_context(battle, errors)
+    response = render(request, "chat/_arena_vote.html", context)
+    if (request.method == "POST" and errors is None) or (hidden and context["summary"]["revealed"]):
+        response["HX-Refresh"] = "true"  # voted, or the names are revealed: the whole page follows
     return response
+
+
+@login_required
+@require_POST
+def arena_abandon(request, pk):
+    """Leave a battle without voting (recorded: it counts against the user's later votes)."""
+    battle = _own_battle(request, pk)
+    try:
+        arena.abandon(request.user, battle)
+    except ValidationError as exc:
+        messages.error(request, " ".join(sum(exc.message_dict.values(), [])))
+        return redirect("arena-battle", battle.pk)
+    except PermissionError as exc:
+        raise PermissionDenied(str(exc)) from exc
+    messages.success(request, "Battle abandoned: it is recorded, and abandoning many counts against your votes.")
+    return redirect("arena")
 
 
 @login_required

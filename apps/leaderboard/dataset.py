@@ -15,12 +15,16 @@ from pathlib import Path
 
 from django.utils import timezone
 
+from apps.chain.models import ArenaBattle
+from apps.chat.arena import hidden_sides
 from apps.chat.models import QUESTIONNAIRE, Battle, Interaction
 
 def shared_interactions():
-    """Finished answers of conversations whose user shares their prompts (service accounts never do)."""
+    """Finished answers of conversations whose user shares their prompts (service accounts never do),
+    but for arena sides whose battle's vote is not final on-chain yet (they would name the models)."""
     return (Interaction.objects.filter(status=Interaction.Status.DONE, conversation__user__profile__share_prompts=True,
                                        conversation__user__profile__is_service=False)
+            .exclude(conversation__in=hidden_sides())
             .select_related("conversation__model", "conversation__context", "evaluation", "rating")
             .order_by("conversation_id", "created_at", "id"))
 
@@ -56,7 +60,8 @@ def _arena_votes() -> dict[int, dict]:
     """The arena vote each shared answer took part in, by interaction pk: the battle's on-chain id, the
     answer's side, the other side's answer and model, the vote (a, b, tie, bad) and whether it counts."""
     out: dict[int, dict] = {}
-    battles = Battle.objects.exclude(status=Battle.Status.ANSWERING).filter(
+    final = ArenaBattle.objects.filter(outcome__isnull=False).values("battle_id")
+    battles = Battle.objects.filter(battle_id__in=final).filter(
         user__profile__share_prompts=True, user__profile__is_service=False).select_related(
         "conversation_a__model", "conversation_b__model")
     for battle in battles:

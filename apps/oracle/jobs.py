@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import timedelta
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
@@ -24,6 +25,7 @@ from apps.chain import outbox, work
 from apps.chain.evidence import default_store
 from apps.chain.keys import oracle_address
 from apps.chain.models import OutboxItem, Reputation
+from apps.chat import arena
 from apps.chat.accounts import registration_of
 from apps.chat.conversations import history
 from apps.chat.gateway import GatewayError
@@ -180,9 +182,16 @@ def pin_evidence(job: EvaluationJob, metric) -> None:
     _save(job, evidence_cid=cid, status=S.PINNED)
 
 
+HELD_UNTIL = timedelta(days=3650)  # a held job is due again only when released (release_held)
+
+
 def submit(job: EvaluationJob) -> None:
     interaction = job.interaction
     conv = interaction.conversation
+    if arena.holds(interaction):
+        # An arena side's autoEval (its public event and evidence name the model) waits for the vote.
+        _save(job, claimed_until=None, next_attempt_at=timezone.now() + HELD_UNTIL)
+        return
     user_address = conv.user.profile.rating_address  # a linked wallet's, whose key only the user holds
     # autoEval needs the user registered and the model added: wait for those calls if queued.
     waits = [registration_of(user_address),
@@ -211,6 +220,14 @@ def process(jobs: list[EvaluationJob], metric) -> None:
             pin_evidence(job, metric)
         if job.status == S.PINNED:
             submit(job)
+
+
+def release_held() -> int:
+    """Make due again the held arena jobs whose battle was voted on (or abandoned) since."""
+    held = EvaluationJob.objects.filter(status=S.PINNED, interaction__conversation__arena=True,
+                                        next_attempt_at__gt=timezone.now()).select_related("interaction__conversation")
+    free = [job.pk for job in held if not arena.holds(job.interaction)]
+    return EvaluationJob.objects.filter(pk__in=free).update(next_attempt_at=timezone.now()) if free else 0
 
 
 def confirm_onchain() -> int:

@@ -38,7 +38,7 @@ def run_once(metric) -> int:
     # Saved ratings and arena votes go on their way here, never in the request that saved them: a
     # rating follows its answer's autoEval, a vote its two answers' (openBattle, then the vote).
     return (len(claimed) + jobs.confirm_onchain() + ratings.queue_waiting_ratings() + ratings.settle_ratings()
-            + settle_battles() + advance_waiting())
+            + settle_battles() + advance_waiting() + jobs.release_held())
 
 
 def run_forever(metric=None, idle_sleep: float = 0.5, health: bool = True) -> None:

@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.test import Client
 
 from apps.chain.keys import oracle_address, relayer_address
-from apps.chain.models import OutboxItem
+from apps.chain.models import ArenaBattle, OutboxItem
 from apps.chat import arena
 from apps.chat.conversations import begin_interaction, finish_interaction, search_conversations
 from apps.chat.models import Battle, RegisteredModel
@@ -45,6 +45,15 @@ def stage(settings, tmp_path):
     return writing, models, user("alice")
 
 
+def voted_on_chain(battle: Battle, a, b, outcome: int) -> ArenaBattle:
+    """The battle's Voted event as the indexer folds it once final."""
+    return ArenaBattle.objects.create(
+        battle_id=battle.battle_id, context_id=battle.context.context_id, model_a=battle.conversation_a.model.model_id,
+        model_b=battle.conversation_b.model.model_id, interaction_a=a.interaction_id, interaction_b=b.interaction_id,
+        user=battle.user.profile.address, voided=False, block_number=5, tx="0x" + "1" * 64, outcome=outcome,
+        counted=True, vote_block=6, vote_tx="0x" + "2" * 64)
+
+
 def _answered(battle: Battle, texts=("An answer.", "Another answer.")) -> tuple:
     out = []
     for conversation, text in zip((battle.conversation_a, battle.conversation_b), texts):
@@ -73,10 +82,11 @@ def test_replay_models_and_the_users_own_models_are_never_drawn(stage):
 
 def test_pairs_with_few_battles_come_up_more_often(stage):
     writing, models, alice = stage
-    for _ in range(9):  # lighthouse vs harbour has met 9 times; the two other pairs never
+    for _ in range(9):  # lighthouse vs harbour has met 9 times in voted battles; the two other pairs never
         battle = arena.start_battle(alice, writing, random.Random(1))
         battle.conversation_a.model, battle.conversation_b.model = models[0], models[1]
         battle.conversation_a.save(), battle.conversation_b.save()
+        Battle.objects.filter(pk=battle.pk).update(status="onchain")
     # The draw reads the candidates and the battles so far from the database (as draw_pair does), then
     # draws from them: the statistics are taken on the draw itself, 5,000 times from one read.
     counts, candidates = arena.pair_counts(writing), arena.candidates(alice, writing)
@@ -115,8 +125,12 @@ def test_names_are_hidden_until_the_vote_and_shown_after(stage):
     battle.refresh_from_db()
     assert (battle.status, battle.outcome, battle.self_named) == ("voted", "a", "")
     page = client.get(f"/arena/{battle.pk}/").content.decode()
+    assert not any(name in page for name in names), "no name until the vote is final on-chain"
+    assert "Your vote: A is better" in page and "on its way to the chain" in page
+    assert not search_conversations(alice).filter(arena=True).exists()
+    voted_on_chain(battle, a, b, 1)
+    page = client.get(f"/arena/{battle.pk}/").content.decode()
     assert battle.conversation_a.model.name in page and battle.conversation_b.model.name in page
-    assert "Your vote: A is better" in page
     assert search_conversations(alice).filter(arena=True).count() == 2
 
 
@@ -143,8 +157,9 @@ def test_a_vote_where_an_answer_named_its_own_model_is_kept_but_not_counted(stag
     _answered(battle, (f"As {name_a.upper()}, a helpful model, I would say: calm water.", "Calm water at dawn."))
     battle = arena.vote(alice, battle, "a")
     assert battle.self_named == "a" and not battle.counted
-    summary = arena.summary(battle)
-    assert summary["self_named"] == [battle.conversation_a.model.name]
+    assert arena.summary(battle)["self_named"] == ["model A"], "not named before the vote is final"
+    voted_on_chain(battle, *arena.first_answers(battle), 1)
+    assert arena.summary(battle)["self_named"] == [battle.conversation_a.model.name]
 
 
 @pytest.mark.parametrize("text, named", [
@@ -190,6 +205,8 @@ def test_votes_are_in_the_users_download_and_in_the_shared_dataset(stage):
     [before] = user_data(alice)["votes"]
     assert before["vote"] is None and "model" not in before["sides"]["a"], "a blind battle stays blind"
     arena.vote(alice, battle, "tie")
+    assert "model" not in user_data(alice)["votes"][0]["sides"]["a"], "not before the vote is final on-chain"
+    voted_on_chain(battle, a, b, 3)
     [after] = user_data(alice)["votes"]
     assert (after["battle_id"], after["vote"], after["counted"]) == (battle.battle_id, "tie", True)
     assert after["sides"]["b"]["model"] == battle.conversation_b.model.name
