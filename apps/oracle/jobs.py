@@ -188,10 +188,6 @@ HELD_UNTIL = timedelta(days=3650)  # a held job is due again only when released 
 def submit(job: EvaluationJob) -> None:
     interaction = job.interaction
     conv = interaction.conversation
-    if arena.holds(interaction):
-        # An arena side's autoEval (its public event and evidence name the model) waits for the vote.
-        _save(job, claimed_until=None, next_attempt_at=timezone.now() + HELD_UNTIL)
-        return
     user_address = conv.user.profile.rating_address  # a linked wallet's, whose key only the user holds
     # autoEval needs the user registered and the model added: wait for those calls if queued.
     waits = [registration_of(user_address),
@@ -216,6 +212,10 @@ def process(jobs: list[EvaluationJob], metric) -> None:
     if to_score:
         score_jobs(to_score, metric)
     for job in jobs:
+        if job.status in (S.SCORED, S.PINNED) and arena.holds(job.interaction):
+            # An arena side's evidence and autoEval (both name the model) wait for the vote.
+            _save(job, claimed_until=None, next_attempt_at=timezone.now() + HELD_UNTIL)
+            continue
         if job.status == S.SCORED:
             pin_evidence(job, metric)
         if job.status == S.PINNED:
@@ -224,7 +224,7 @@ def process(jobs: list[EvaluationJob], metric) -> None:
 
 def release_held() -> int:
     """Make due again the held arena jobs whose battle was voted on (or abandoned) since."""
-    held = EvaluationJob.objects.filter(status=S.PINNED, interaction__conversation__arena=True,
+    held = EvaluationJob.objects.filter(status__in=[S.SCORED, S.PINNED], interaction__conversation__arena=True,
                                         next_attempt_at__gt=timezone.now()).select_related("interaction__conversation")
     free = [job.pk for job in held if not arena.holds(job.interaction)]
     return EvaluationJob.objects.filter(pk__in=free).update(next_attempt_at=timezone.now()) if free else 0

@@ -1,6 +1,6 @@
 """Arena mode in a real browser (issue 22): a blind battle with both answers streaming side by side,
-a vote, the reveal, the vote on-chain (the oracle scores both answers, opens the battle, the user's
-vote follows, signed and relayed), and the arena board moving; a battle where a model named itself
+a vote, the vote on-chain (the oracle scores both answers, opens the battle, the user's
+vote follows, signed and relayed), the reveal once it is final, and the arena board moving; a battle where a model named itself
 is voted on, revealed, recorded on-chain as not counted, and left off the board."""
 
 from __future__ import annotations
@@ -96,14 +96,19 @@ def test_a_blind_battle_streams_both_answers_reveals_after_the_vote_and_moves_th
         shot(page, "arena-before-vote")
         vote.get_by_role("button", name="B is better").click()
         a_name, b_name = _names(battle)
-        expect(page.locator(".arena-vote .reveal")).to_contain_text(f"Model A was {a_name}, model B was {b_name}")
-        expect(page.locator('.pane[data-side="a"] h2')).to_contain_text(a_name)
-        shot(page, "arena-revealed")
+        # The names wait for the vote to be final on-chain: no other vote can replace it by then.
+        expect(page.locator(".arena-vote .on-its-way")).to_contain_text("on its way to the chain")
+        for name in ("seagull", "pelican"):
+            expect(main).not_to_contain_text(name)
         battle.refresh_from_db()
         assert (battle.outcome, battle.self_named) == ("b", "")
 
         site.wait("the vote on-chain and indexed", lambda: ArenaBattle.objects.filter(
             battle_id=battle.battle_id, outcome__isnull=False).exists(), ON_CHAIN_S)
+        expect(page.locator(".arena-vote .reveal")).to_contain_text(f"Model A was {a_name}, model B was {b_name}",
+                                                                    timeout=30_000)
+        expect(page.locator('.pane[data-side="a"] h2')).to_contain_text(a_name)
+        shot(page, "arena-revealed")
         row = ArenaBattle.objects.get(battle_id=battle.battle_id)
         assert (row.outcome, row.counted, row.voided) == (2, True, False)
         assert row.user == battle.user.profile.address
@@ -119,11 +124,14 @@ def test_a_blind_battle_streams_both_answers_reveals_after_the_vote_and_moves_th
         # A battle where a model names itself: revealed, kept, recorded as not counted, off the board.
         battle = _battle(page, "math", "What is two plus two?")
         _both_done(page)
+        expect(main).not_to_contain_text("Parrot")  # its answer names it: masked until the vote is final
         page.locator("form.vote").get_by_role("button", name="A is better").click()
-        expect(page.locator(".arena-vote .not-counted")).to_contain_text("parrot-7b named itself")
-        shot(page, "arena-not-counted")
+        side = "A" if battle.conversation_a.model.name == "parrot-7b" else "B"
+        expect(page.locator(".arena-vote .not-counted")).to_contain_text(f"model {side} named itself")
         site.wait("the voided vote on-chain", lambda: ArenaBattle.objects.filter(
             battle_id=battle.battle_id, outcome__isnull=False).exists(), ON_CHAIN_S)
+        expect(page.locator(".arena-vote .not-counted")).to_contain_text("parrot-7b named itself", timeout=30_000)
+        shot(page, "arena-not-counted")
         row = ArenaBattle.objects.get(battle_id=battle.battle_id)
         assert (row.outcome, row.counted, row.voided) == (1, False, True)
         math_board = _board(page, math)

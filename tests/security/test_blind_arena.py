@@ -170,7 +170,7 @@ def test_as_the_battles_user_before_the_vote_no_url_the_site_routes_names_a_side
                 continue
             answered += response.status_code == 200
             body = _body(response)
-            found = [s for s in secrets_ if s.lower() in body.lower()]
+            found = [s for s in secrets_ if s.lower() in body.lower() and s.lower() not in url.lower()]  # not an echo
             if not found:
                 continue
             general = decoy.name in body and decoy.model_id in body  # every model listed, not a side named
@@ -244,18 +244,22 @@ def test_a_second_prompt_and_a_rating_through_the_api_are_refused_before_the_vot
     assert not Interaction.objects.filter(rating__isnull=False).exists()
 
 
+class _Metric:
+    name, params = "test", {}
+
+
 # --- the chain: no autoEval before the vote, names only once Voted is final ----------------------------
 
 def test_a_sides_autoeval_waits_for_the_vote_and_names_appear_only_once_voted_is_final(battle, client):
     b, answers, cids, models = battle
-    for job in EvaluationJob.objects.filter(interaction__in=answers).select_related("interaction__conversation"):
-        jobs.submit(job)
+    EvaluationJob.objects.filter(interaction=answers[1]).update(status="scored", evidence_cid="")
+    jobs.process(jobs.claim(10), metric=None)
     assert not OutboxItem.objects.filter(function="autoEval").exists(), "held until the vote is signed"
-    assert jobs.release_held() == 0
+    assert not EvaluationJob.objects.get(interaction=answers[1]).evidence_cid, "nor is the evidence published"
+    assert not jobs.claim(10) and jobs.release_held() == 0
     battle_ = arena.vote(b.user, Battle.objects.get(pk=b.pk), "b")
     assert jobs.release_held() == 2
-    for job in EvaluationJob.objects.filter(interaction__in=answers).select_related("interaction__conversation"):
-        jobs.submit(job)
+    jobs.process(jobs.claim(10), metric=_Metric())
     assert OutboxItem.objects.filter(function="autoEval").count() == 2
     client.login(username="alice", password=PASSWORD)
     names = [c.model.name for c in (b.conversation_a, b.conversation_b)]
