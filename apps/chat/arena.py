@@ -32,7 +32,6 @@ import random
 import re
 import secrets
 from collections import Counter
-
 from datetime import timedelta
 
 from django.conf import settings
@@ -206,7 +205,7 @@ def holds(interaction: Interaction) -> bool:
 def check_turn(conversation: Conversation, prompt: str) -> None:
     """Before the vote is final, an arena side takes one message, the battle's, the same for both sides
     (a failed or stopped answer may be asked again); ValidationError otherwise."""
-    battle = conversation.battle
+    battle = battle_of(conversation) if conversation.arena else None  # as it is now, not as first read
     if battle is None or battle.revealed:
         return
     if battle.status == Battle.Status.ABANDONED:

@@ -24,8 +24,8 @@ from . import arena
 from .gateway import BadResponse, Gateway, GatewayError
 from .health import running_models
 from .models import Conversation, Interaction, RegisteredModel
-from .signals import interaction_finished
 from .providers import NoRecordedAnswer, endpoint_of, stream_answer
+from .signals import interaction_finished
 
 MAX_PROMPT = 20_000  # characters (the database keeps no more); the model's context is checked apart
 

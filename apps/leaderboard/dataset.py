@@ -19,6 +19,7 @@ from apps.chain.models import ArenaBattle
 from apps.chat.arena import hidden_sides
 from apps.chat.models import QUESTIONNAIRE, Battle, Interaction
 
+
 def shared_interactions():
     """Finished answers of conversations whose user shares their prompts (service accounts never do),
     but for arena sides whose battle's vote is not final on-chain yet (they would name the models)."""
