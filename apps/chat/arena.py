@@ -52,7 +52,6 @@ from .models import Battle, Conversation, Interaction, Profile, RegisteredModel
 DONE = Interaction.Status.DONE
 SIDES = ("a", "b")
 VOTED = (Battle.Status.VOTED, Battle.Status.QUEUED, Battle.Status.ONCHAIN)  # a vote was cast
-ORACLE_CHANNEL = "oracle-jobs"  # the oracle's wake-up channel (apps.oracle.jobs.CHANNEL; chat does not import it)
 MASK = "[model name hidden]"
 
 
@@ -134,7 +133,7 @@ def abandon(user, battle: Battle) -> Battle:
             status=Battle.Status.ABANDONED, abandoned_at=timezone.now()):
         raise ValidationError({"vote": ["This battle was voted on or abandoned already."]})
     battle.refresh_from_db()
-    work.wake_on_commit(ORACLE_CHANNEL)  # its answers' evaluations go on (holds)
+    work.wake_on_commit(ratings.WORKER_CHANNEL)  # its answers' evaluations go on (holds)
     return battle
 
 
@@ -310,8 +309,9 @@ def vote(user, battle: Battle, outcome: str, signed_request=None) -> Battle:
     if not updated:  # another tab voted meanwhile
         raise ValidationError({"vote": ["You already voted on this battle: one vote per battle."]})
     battle.refresh_from_db()
-    work.wake_on_commit(ratings.WORKER_CHANNEL)  # the worker sends it (`advance`): a vote never waits on the chain
-    work.wake_on_commit(ORACLE_CHANNEL)  # the answers' evaluations, held until now, go on
+    # The worker releases the answers' evaluations, held until now, and sends the vote after them
+    # (`advance`): a vote never waits on the chain.
+    work.wake_on_commit(ratings.WORKER_CHANNEL)
     return battle
 
 
