@@ -70,8 +70,12 @@ def site(request, settings, tmp_path):
         if k % 2 == 0:
             submit_rating(alice, turn, ANSWERS)
     queue_waiting_ratings()
-    battles = [arena.start_battle(alice, coding) for _ in range(n)]
-    return {"n": n, "alice": alice, "conversation": conv, "model": models[0], "battle": battles[0],
+    battles = []
+    for k in range(n):  # one battle waits for its vote at a time: the others are abandoned
+        battles.append(arena.start_battle(alice, coding))
+        if k < n - 1:
+            arena.abandon(alice, battles[-1])
+    return {"n": n, "alice": alice, "conversation": conv, "model": models[0], "battle": battles[-1],
             "context": coding}
 
 

@@ -12,13 +12,14 @@ from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Exists, OuterRef
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from apps.chain import relay
-from apps.chain.models import Context, LedgerModel, OutboxItem
+from apps.chain.models import ArenaBattle, Context, LedgerModel, OutboxItem
 from lib.reputation import GLOBAL_CONTEXT_ID
 
 from . import accounts, arena, builtin, conversations, export, limits, ratings, registry, wallet
@@ -494,10 +495,15 @@ def arena_index(request):
                 errors, status = exc.message_dict, 400
             else:
                 return redirect("arena-battle", battle.pk)
-    battles = Battle.objects.filter(user=request.user).select_related(
-        "context", "conversation_a__model", "conversation_b__model").order_by("-created_at")[:20]
+    battles = list(Battle.objects.filter(user=request.user).select_related(
+        "context", "conversation_a__model", "conversation_b__model").annotate(final=Exists(ArenaBattle.objects.filter(
+            battle_id=OuterRef("battle_id"), outcome__isnull=False))).order_by("-created_at")[:20])
+    for b in battles:
+        b._revealed = b.final
     response = render(request, "chat/arena.html", {"contexts": contexts, "context": context, "errors": errors,
-                                                   "battles": battles, "unvoted": arena.unvoted(request.user),
+                                                   "battles": battles,
+                                                   # the newest: no battle starts while one waits for its vote
+                                                   "unvoted": next(iter(b for b in battles[:1] if b.status == "answering"), None),
                                                    "abandon_limit": settings.LLMCHAIN_ARENA_ABANDON_LIMIT,
                                                    "abandon_days": f"{settings.LLMCHAIN_ARENA_ABANDON_DAYS:g}"},
                       status=status)
@@ -517,6 +523,7 @@ def arena_battle(request, pk):
     battle = _own_battle(request, pk)
     panes = []
     for side, conversation in zip(("A", "B"), (battle.conversation_a, battle.conversation_b)):
+        conversation._battle = battle  # its sides know their battle: no query each to find it
         interactions = list(conversation.interactions.select_related(*TURN_RELATED))
         facts = None if conversation.name_hidden else ratings.turn_facts(interactions)
         panes.append({"side": side, "conversation": conversation,
