@@ -39,6 +39,9 @@ class Evaluator:
     """Base class: subclasses override ``compare`` and/or ``score``."""
 
     name = ""
+    # Judges answers against other models' answers to the same prompt, as the oracle's metric does: it
+    # is qualified only on labelled pairs that come with such reference answers (`references`).
+    needs_reference_answers = False
 
     @property
     def params(self) -> dict[str, str]:
@@ -96,6 +99,7 @@ class BERTScoreRef(Evaluator):
     higher F1 wins, equal F1 ties. Each distinct text is encoded once."""
 
     name = "bertscore-ref"
+    needs_reference_answers = True
 
     def __init__(self, metric=None):
         self._metric = metric

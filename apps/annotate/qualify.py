@@ -2,7 +2,9 @@
 as a qualification record on IPFS, and keep the figures and the weight earned (`Qualification`).
 
 The sets are PandaLM's test set and LLMBar's five, read from LLMCHAIN_DATA_DIR through their importers
-(lib/labelled_sets.py). A sample (`per_set` pairs drawn from each set with a fixed seed) finishes in
+(lib/labelled_sets.py). An evaluator that scores answers against other models' answers (BERTScore, as
+the oracle uses it) is qualified only on the sets that have them (PandaLM): LLMBar's stand-in
+reference, the instruction, would measure something the oracle never does. A sample (`per_set` pairs drawn from each set with a fixed seed) finishes in
 minutes for a slow judge; `full` judges every pair. The pooled decided pairs of every set decide the
 weight: an evaluator has to beat "the longer answer wins" on the mix of sets where length helps
 (PandaLM, Natural) and where it misleads (Adversarial).
@@ -68,7 +70,7 @@ def judge_sets(evaluator: str, per_set: int | None, data_dir: Path | None = None
         judge = get_evaluator(evaluator)
     except EvaluatorError as exc:
         raise QualificationError(str(exc)) from None
-    per, used, outcomes = {}, [], []
+    per, used, outcomes, skipped = {}, [], [], {}
     pooled_pairs, pooled_verdicts, pooled_length = [], [], []
     for s in sets:
         path = s.path(data_dir)
@@ -77,6 +79,9 @@ def judge_sets(evaluator: str, per_set: int | None, data_dir: Path | None = None
             digest = _sha256(path)
         except (LabelledSetError, OSError) as exc:
             raise QualificationError(f"{s.name}: {exc}") from None
+        if judge.needs_reference_answers and not any(p.get("references") for p in every):
+            skipped[s.name] = "no reference answers: the oracle scores against other models' answers"
+            continue
         pairs = sample(every, per_set)
         try:
             verdicts = judge.compare(pairs)
@@ -94,7 +99,8 @@ def judge_sets(evaluator: str, per_set: int | None, data_dir: Path | None = None
         pooled_verdicts += verdicts
         pooled_length += length
     pooled = validity(pooled_pairs, pooled_verdicts, pooled_length)
-    return {"judge": judge, "per_set": per, "sets": used, "outcomes": outcomes, "pooled": pooled}
+    return {"judge": judge, "per_set": per, "sets": used, "outcomes": outcomes, "pooled": pooled,
+            "skipped": skipped}
 
 
 def qualify(evaluator: str, *, per_set: int | None = None, data_dir: Path | None = None, sets=SETS,
@@ -115,7 +121,8 @@ def qualify(evaluator: str, *, per_set: int | None = None, data_dir: Path | None
     pooled.pop("bootstrap")
     with transaction.atomic():
         row.status, row.cid, row.factor = Qualification.Status.DONE, cid, record["figures"]["factor"]
-        row.figures = {"pooled": pooled, "per_set": found["per_set"], "sets": found["sets"]}
+        row.figures = {"pooled": pooled, "per_set": found["per_set"], "sets": found["sets"],
+                       "skipped": found["skipped"]}
         row.finished_at = timezone.now()
         row.save()
     return row

@@ -188,3 +188,18 @@ def test_the_model_page_part_on_judging_says_plainly_whether_the_model_qualified
     page = client.get(f"/models/{judge.pk}/judging").content.decode()
     assert "Not qualified to judge" in page and "does not use its judgements" in page
     assert "LLMBar Neighbor" in page and "geval" not in page
+
+
+class AgreesAgainstReferences(AgreesMostly):
+    """The same judge, scoring answers against other models' answers as the oracle's BERTScore does."""
+
+    name = "agrees-refs"
+    needs_reference_answers = True
+
+
+def test_an_evaluator_of_answers_against_other_answers_is_qualified_only_on_sets_that_have_them(data_dir):
+    register_evaluator("agrees-refs", AgreesAgainstReferences)
+    q = qualify("agrees-refs")
+    assert list(q.figures["per_set"]) == ["PandaLM"] and [s["name"] for s in q.figures["sets"]] == ["PandaLM"]
+    assert set(q.figures["skipped"]) == {s.name for s in SETS[1:]}
+    assert "other models' answers" in q.figures["skipped"]["LLMBar Natural"]

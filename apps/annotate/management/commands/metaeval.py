@@ -312,6 +312,8 @@ class Command(BaseCommand):
                  _ci(f, "margin_over_length", "margin_over_length_ci_low", "margin_over_length_ci_high")]
                 for name, f in [*q.figures["per_set"].items(), ("pooled", q.figures["pooled"])]]
         self._table(["set", "decided pairs", "accuracy [95%]", "longer wins", "margin [95%]"], rows)
+        for name, why in q.figures.get("skipped", {}).items():
+            self.stdout.write(f"{printable(name)} left out: {why}")
         pooled = q.figures["pooled"]
         from ...qualify import refusal
 
@@ -322,6 +324,7 @@ class Command(BaseCommand):
         self.stdout.write(json.dumps({"evaluator": evaluator, "qualification": q.pk, "cid": q.cid,
                                       "qualified": q.qualified, "per_set": per_set, "sets": q.figures["sets"],
                                       "per_set_figures": q.figures["per_set"],
+                                      "skipped_sets": q.figures.get("skipped", {}),
                                       **{k: v for k, v in pooled.items() if k != "prefers_longer"},
                                       "prefers_longer": pooled["prefers_longer"]}, sort_keys=True))
 
