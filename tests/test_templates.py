@@ -73,10 +73,10 @@ def test_an_evaluation_job_says_which_of_its_steps_are_done():
 
 
 def test_a_rating_within_the_hour_of_its_raters_previous_one_is_in_quick_succession():
-    from apps.chain.models import Interaction
+    from apps.chain.models import LedgerInteraction
     from lib.reputation import WAD
 
-    assert Interaction(d_minutes=59 * WAD + WAD // 2).rated_in_quick_succession
-    assert not Interaction(d_minutes=60 * WAD).rated_in_quick_succession
-    assert not Interaction(d_minutes=1440 * WAD).rated_in_quick_succession
-    assert not Interaction(d_minutes=None).rated_in_quick_succession
+    assert LedgerInteraction(d_minutes=59 * WAD + WAD // 2).rated_in_quick_succession
+    assert not LedgerInteraction(d_minutes=60 * WAD).rated_in_quick_succession
+    assert not LedgerInteraction(d_minutes=1440 * WAD).rated_in_quick_succession
+    assert not LedgerInteraction(d_minutes=None).rated_in_quick_succession

@@ -18,8 +18,8 @@ from __future__ import annotations
 import random
 
 from apps.chain.models import ArenaBattle, Context
-from apps.chain.models import Interaction as LedgerInteraction
-from apps.chat.models import Interaction as ChatInteraction
+from apps.chain.models import LedgerInteraction
+from apps.chat.models import Interaction
 from lib.metaeval import correlations, outcome_validity
 from lib.reputation import GLOBAL_CONTEXT_ID
 
@@ -29,7 +29,7 @@ GLOBAL_NAME = "Global"
 
 
 def _lengths(ids: set[str]) -> dict[str, int]:
-    return {iid: len(text) for iid, text in ChatInteraction.objects.filter(interaction_id__in=ids).values_list(
+    return {iid: len(text) for iid, text in Interaction.objects.filter(interaction_id__in=ids).values_list(
         "interaction_id", "answer")}
 
 

@@ -33,12 +33,12 @@ from lib.ids import hex32
 
 from .client import from_hex, to_hex
 from .ledger import Ledger
-from .models import (ArenaBattle, Context, IndexedBlock, IndexerCursor, Interaction, LedgerModel, Registration,
+from .models import (ArenaBattle, Context, IndexedBlock, IndexerCursor, LedgerInteraction, LedgerModel, Registration,
                      Reputation, ReputationChange)
 
 log = logging.getLogger(__name__)
 CURSOR_PREFIX = "ledger:"
-INDEXED_TABLES = (ReputationChange, Reputation, Interaction, LedgerModel, Context, Registration, ArenaBattle,
+INDEXED_TABLES = (ReputationChange, Reputation, LedgerInteraction, LedgerModel, Context, Registration, ArenaBattle,
                   IndexedBlock)
 
 # Sent inside the transaction that folds a chunk (or rolls the tables back after a reorg): pairs =
@@ -119,7 +119,7 @@ def fold(events: list[dict]) -> None:
         elif name == "ModelMetadataUpdated":
             metadata[hex32(a["modelId"])] = (a["metadataCid"], e["block"])
         elif name == "AutoEvaluated":
-            autos.append(Interaction(
+            autos.append(LedgerInteraction(
                 interaction_id=hex32(a["interactionId"]), model_id=hex32(a["modelId"]), context_id=hex32(a["contextId"]),
                 user=a["user"], has_reference=a["hasReference"], sa=a["sA"], wa=a["wA"],
                 evidence_cid=a["evidenceCid"], auto_tx=e["tx"], auto_block=e["block"]))
@@ -148,14 +148,14 @@ def fold(events: list[dict]) -> None:
     # block_number stays the block that added the model.
     for model_id, (cid, block) in metadata.items():
         LedgerModel.objects.filter(model_id=model_id).update(metadata_cid=cid, metadata_block=block)
-    Interaction.objects.bulk_create(autos, ignore_conflicts=True, batch_size=500)
+    LedgerInteraction.objects.bulk_create(autos, ignore_conflicts=True, batch_size=500)
     for iid, fields in humans.items():
-        Interaction.objects.filter(interaction_id=iid).update(**fields)
+        LedgerInteraction.objects.filter(interaction_id=iid).update(**fields)
     by_tx: dict[tuple[str, int], list[str]] = defaultdict(list)
     for iid, tx in combined.items():
         by_tx[tx].append(iid)
     for (tx, block), iids in by_tx.items():
-        Interaction.objects.filter(interaction_id__in=iids).update(reputation_tx=tx, reputation_block=block)
+        LedgerInteraction.objects.filter(interaction_id__in=iids).update(reputation_tx=tx, reputation_block=block)
     ReputationChange.objects.bulk_create(changes, ignore_conflicts=True, batch_size=500)
     _upsert_reputations(reps)
     ArenaBattle.objects.bulk_create(battles, ignore_conflicts=True, batch_size=500)
@@ -293,10 +293,10 @@ def rollback(name: str, ancestor: int, metadata: dict[str, tuple[str, int]]) -> 
             Reputation.objects.filter(model_id=model_id, context_id=context_id).update(
                 ra=last.ra, rh=last.rh, r=last.r, n_auto=last.n_auto, n_human=last.n_human,
                 block_number=last.block_number)
-    Interaction.objects.filter(auto_block__gt=ancestor).delete()
-    Interaction.objects.filter(human_block__gt=ancestor).update(sh=None, wh=None, d_minutes=None, human_tx="",
+    LedgerInteraction.objects.filter(auto_block__gt=ancestor).delete()
+    LedgerInteraction.objects.filter(human_block__gt=ancestor).update(sh=None, wh=None, d_minutes=None, human_tx="",
                                                                 human_block=None)
-    Interaction.objects.filter(reputation_block__gt=ancestor).update(reputation_tx="", reputation_block=None)
+    LedgerInteraction.objects.filter(reputation_block__gt=ancestor).update(reputation_tx="", reputation_block=None)
     models = set(LedgerModel.objects.filter(metadata_block__gt=ancestor).values_list("model_id", flat=True))
     LedgerModel.objects.filter(block_number__gt=ancestor).delete()
     for model_id, (cid, block) in metadata.items():

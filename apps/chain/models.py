@@ -182,7 +182,9 @@ class Registration(models.Model):
     block_number = models.BigIntegerField(null=True)  # None for rows indexed before it was kept
 
 
-class Interaction(models.Model):
+class LedgerInteraction(models.Model):
+    """An interaction as the Reputation contract records it (the chat's turn is apps.chat.models.Interaction)."""
+
     interaction_id = models.CharField(max_length=66, unique=True)
     model_id = models.CharField(max_length=66, db_index=True)
     context_id = models.CharField(max_length=66, db_index=True)
@@ -206,6 +208,7 @@ class Interaction(models.Model):
     QUICK_SUCCESSION_MINUTES = 60
 
     class Meta:
+        db_table = "chain_interaction"
         # The boards' refresh reads a model's rated interactions, in one context or in all of them.
         indexes = [models.Index(fields=["model_id", "context_id"])]
 

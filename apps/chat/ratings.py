@@ -16,8 +16,7 @@ from apps.chain.client import ChainError
 from apps.chain.health import chain_now
 from apps.chain.keys import relayer_address
 from apps.chain.ledger import deployment_lambda
-from apps.chain.models import Interaction as LedgerInteraction
-from apps.chain.models import OutboxItem, Registration, ReputationChange, SigningKey
+from apps.chain.models import LedgerInteraction, OutboxItem, Registration, ReputationChange, SigningKey
 from lib.reputation import GLOBAL_CONTEXT_ID, decay_factor, likert_ok, minutes_since
 
 from .accounts import same_person

@@ -29,8 +29,8 @@ from django.utils import timezone
 from apps.chain import indexer
 from apps.chain.evidence import EvidenceCorrupt, EvidenceMissing, EvidenceStore, LocalBlobStore
 from apps.chain.ipfs import IpfsError
-from apps.chain.models import ArenaBattle, Interaction as ChainInteraction
-from apps.chat.models import Interaction as ChatInteraction
+from apps.chain.models import ArenaBattle, LedgerInteraction
+from apps.chat.models import Interaction
 from lib import records
 from lib.cid import CidError
 from lib.reputation import GLOBAL_CONTEXT_ID
@@ -68,15 +68,15 @@ def measure_answers(interaction_ids: set[str]) -> dict[str, tuple[int, float]]:
     found: dict[str, tuple[str, str]] = {}  # id -> (text, source)
     ids = sorted(interaction_ids)
     for k in range(0, len(ids), CHUNK):
-        for iid, text in ChatInteraction.objects.filter(
-                interaction_id__in=ids[k:k + CHUNK], status=ChatInteraction.Status.DONE).values_list(
+        for iid, text in Interaction.objects.filter(
+                interaction_id__in=ids[k:k + CHUNK], status=Interaction.Status.DONE).values_list(
                 "interaction_id", "answer"):
             found[iid] = (text, AnswerStyle.Source.CHAT)
     rest = [i for i in ids if i not in found]
     if rest:
         store = EvidenceStore(LocalBlobStore(settings.LLMCHAIN_IPFS_DIR), None, read_pins=False)
         for k in range(0, len(rest), CHUNK):
-            for iid, cid in ChainInteraction.objects.filter(interaction_id__in=rest[k:k + CHUNK]).values_list(
+            for iid, cid in LedgerInteraction.objects.filter(interaction_id__in=rest[k:k + CHUNK]).values_list(
                     "interaction_id", "evidence_cid"):
                 text = evidence_answer(cid, iid, store)
                 if text is not None:

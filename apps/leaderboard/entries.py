@@ -1,6 +1,6 @@
 """Keep the boards' table (BoardEntry) in step with the indexed chain tables.
 
-`refresh` recomputes the entries of the given pairs from ReputationChange and Interaction rows
+`refresh` recomputes the entries of the given pairs from ReputationChange and LedgerInteraction rows
 through the pure `lib.boardstats.summarize`; the indexer calls it (through its `folded` signal)
 inside the transaction that folds each chunk, so the boards never lag their sources and never
 recompute on request. `rebuild` recomputes every entry (after a migration, or to repair).
@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import F, Q
 
 from apps.chain import evidence
-from apps.chain.models import Interaction, LedgerModel, Reputation, ReputationChange
+from apps.chain.models import LedgerInteraction, LedgerModel, Reputation, ReputationChange
 from lib.boardstats import Change, Evaluation, summarize
 from lib.reputation import GLOBAL_CONTEXT_ID
 
@@ -67,7 +67,7 @@ def pair_history(model_id: str, context_id: str) -> tuple[list[Change], dict[str
     changes = [Change(*row) for row in ReputationChange.objects.filter(model_id=model_id, context_id=context_id)
                .order_by("block_number", "log_index")
                .values_list("interaction_id", "ra", "rh", "r", "n_auto", "n_human", "block_number", "timestamp")]
-    rated = Interaction.objects.filter(model_id=model_id, sh__isnull=False)
+    rated = LedgerInteraction.objects.filter(model_id=model_id, sh__isnull=False)
     if context_id != GLOBAL_CONTEXT_ID:
         rated = rated.filter(context_id=context_id)
     evaluations = {iid: Evaluation(iid, ref, int(sa), int(wa), int(sh), int(wh)) for iid, ref, sa, wa, sh, wh in

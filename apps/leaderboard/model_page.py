@@ -2,14 +2,14 @@
 context with the history behind it, and its latest evaluations.
 
 `model_report` is the domain function; everything it reads is indexed chain state (LedgerModel,
-BoardEntry, Interaction, Context) plus the metadata record from the evidence store.
+BoardEntry, LedgerInteraction, Context) plus the metadata record from the evidence store.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from apps.chain.models import ChainTransaction, Context, Interaction, LedgerModel, SigningKey
+from apps.chain.models import ChainTransaction, Context, LedgerInteraction, LedgerModel, SigningKey
 from apps.chain.submitter import RELAY
 from apps.chat.models import RegisteredModel
 from lib.ids import is_hex32
@@ -49,7 +49,7 @@ class ContextRep:
 
 @dataclass(frozen=True)
 class Evaluation:
-    row: Interaction
+    row: LedgerInteraction
     context_name: str
     evidence_cid: str  # normalized, or "" when the chain holds something that is not a CID
     # Who signed the human rating: "site" (a key this site holds for the rater), "wallet" (a key only
@@ -110,7 +110,7 @@ def model_report(raw_model_id: str) -> ModelReport:
     entries = list(BoardEntry.objects.filter(model_id=model_id))
     if ledger is None and not entries:
         raise UnknownModel(f"No model with id {model_id} has been indexed from the chain.")
-    latest = list(Interaction.objects.filter(model_id=model_id)
+    latest = list(LedgerInteraction.objects.filter(model_id=model_id)
                   .order_by("-auto_block", "interaction_id")[:LATEST_EVALUATIONS])
     names = _context_names({e.context_id for e in entries} | {i.context_id for i in latest} | {GLOBAL_CONTEXT_ID})
     custodial = set(SigningKey.objects.filter(address__in={i.user for i in latest}).values_list("address", flat=True))

@@ -14,7 +14,7 @@ from django.core.management import call_command
 
 from apps.annotate.site_validity import MIN_HUMAN, plain_line, site_validity
 from apps.chain.models import ArenaBattle
-from apps.chain.models import Interaction as LedgerInteraction
+from apps.chain.models import LedgerInteraction
 from apps.chat.conversations import begin_interaction, finish_interaction, start_conversation
 from apps.chat.registry import ModelFields, register_model
 from lib.reputation import WAD

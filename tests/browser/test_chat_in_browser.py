@@ -200,7 +200,7 @@ def test_an_answer_gets_its_automatic_score_on_chain_in_seconds(site, oracle_wor
     expect(page.locator("pre.prompt")).to_have_text(question)
     expect(page.locator(".reference-text")).to_have_count(2)
     shot(page, "evidence-page")
-    from apps.chain.models import Interaction as LedgerInteraction
+    from apps.chain.models import LedgerInteraction
     onchain = LedgerInteraction.objects.get(evidence_cid=cid)
     assert onchain.auto_tx == tx and onchain.has_reference
     print(f"automatic evaluation on-chain {seconds:.1f} s after the answer")

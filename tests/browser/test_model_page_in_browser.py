@@ -18,7 +18,7 @@ from apps.chain.client import ChainClient
 from apps.chain.evidence import default_store
 from apps.chain.keys import admin_address, new_key, oracle_address
 from apps.chain.ledger import default_ledger
-from apps.chain.models import Context, Interaction, LedgerModel, Registration
+from apps.chain.models import Context, LedgerInteraction, LedgerModel, Registration
 from apps.chat.models import RegisteredModel
 from apps.chat.replay import import_mtbench
 from apps.leaderboard.models import BoardEntry
@@ -100,7 +100,7 @@ def evaluate_on_chain(site, model: RegisteredModel, context: Context) -> list[st
 def settled(ledger, model, interaction_ids, context_ids) -> list[BoardEntry] | None:
     """The model's board entries in these contexts, once the last updateReputation is indexed and each
     entry holds the REP the contract holds now (humEval moves n_human before updateReputation moves R)."""
-    rated = Interaction.objects.filter(interaction_id__in=interaction_ids).exclude(reputation_tx="")
+    rated = LedgerInteraction.objects.filter(interaction_id__in=interaction_ids).exclude(reputation_tx="")
     if rated.count() < len(RATINGS):
         return None
     found = []
@@ -190,7 +190,7 @@ def test_a_visitor_opens_a_model_from_the_board_and_sees_its_metadata_and_reputa
     # The latest evaluations, newest first, with their evidence and transactions.
     rows = page.locator("table.evaluations tbody tr")
     expect(rows).to_have_count(len(SCORES))
-    onchain = {i.interaction_id: i for i in Interaction.objects.filter(interaction_id__in=interaction_ids)}
+    onchain = {i.interaction_id: i for i in LedgerInteraction.objects.filter(interaction_id__in=interaction_ids)}
     for iid, i in onchain.items():
         row = page.locator(f'table.evaluations tr[data-interaction="{iid}"]')
         expect(row.locator(f'a.cid[href="/evidence/{i.evidence_cid}/"]')).to_have_count(1)

@@ -18,7 +18,7 @@ from playwright.sync_api import expect
 from apps.chain.client import ChainClient
 from apps.chain.ledger import default_ledger
 from apps.chain.models import Context, OutboxItem, Registration, Reputation
-from apps.chain.models import Interaction as LedgerInteraction
+from apps.chain.models import LedgerInteraction
 from apps.chat.accounts import profile_of
 from apps.chat.models import Rating, RegisteredModel
 from apps.chat.replay import import_mtbench

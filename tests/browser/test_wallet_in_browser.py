@@ -20,7 +20,7 @@ from apps.chain import outbox
 from apps.chain.audit import hum_eval_calls
 from apps.chain.keys import oracle_address, relayer_address
 from apps.chain.ledger import default_ledger
-from apps.chain.models import Interaction as LedgerInteraction
+from apps.chain.models import LedgerInteraction
 from apps.chain.models import OutboxItem
 from apps.chat.accounts import registration_of
 from apps.chat.models import Conversation, Interaction, Profile, Rating

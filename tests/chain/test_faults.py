@@ -38,7 +38,7 @@ from apps.chain.client import ChainError
 from apps.chain.demo import context_id
 from apps.chain.keys import admin_address
 from apps.chain.models import ChainTransaction, Context, IndexerCursor, OutboxItem
-from apps.chain.models import Interaction as LedgerInteraction
+from apps.chain.models import LedgerInteraction
 from apps.chain.node import DEV_KEYS, AnvilNode, NodeError, free_port
 from apps.chain import outbox
 from apps.chat.models import Interaction, Rating, RegisteredModel

@@ -13,7 +13,7 @@ from apps.chain import indexer
 from apps.chain.audit import run_audit
 from apps.chain.evidence import LocalBlobStore
 from apps.chain.ledger import Ledger
-from apps.chain.models import Interaction, Reputation, ReputationChange
+from apps.chain.models import LedgerInteraction, Reputation, ReputationChange
 from apps.leaderboard.models import BoardEntry
 from apps.leaderboard.verify import CidReader, SiteBoards, rebuild_from_chain, verify_boards
 from lib import records
@@ -90,7 +90,7 @@ def test_blocks_lost_after_indexing_are_unfolded_and_their_replacements_folded(c
     evaluate(d, oracle, users[0], BETA, lost[3], WAD // 3)
     lost_head = d.client.block_number()
     indexer.index_until_head(ledger)
-    assert set(Interaction.objects.values_list("interaction_id", flat=True)) == ids(*lost)
+    assert set(LedgerInteraction.objects.values_list("interaction_id", flat=True)) == ids(*lost)
     assert BoardEntry.objects.filter(model_id="0x" + ALPHA.hex(), context_id="0x" + CONTEXT.hex()).exists()
     assert run_audit(ledger).ok
 
@@ -116,7 +116,7 @@ def test_blocks_lost_after_indexing_are_unfolded_and_their_replacements_folded(c
 
     audit = run_audit(ledger)
     assert audit.ok, audit.summary() | {"db": audit.db_mismatches[:3], "chain": audit.contract_mismatches[:3]}
-    assert set(Interaction.objects.values_list("interaction_id", flat=True)) == ids(*kept)
+    assert set(LedgerInteraction.objects.values_list("interaction_id", flat=True)) == ids(*kept)
     assert not ReputationChange.objects.filter(interaction_id__in=ids(*lost)).exists()
     assert {(r.model_id, r.context_id, r.n_auto, r.n_human)
             for r in Reputation.objects.filter(context_id="0x" + CONTEXT.hex())} == {

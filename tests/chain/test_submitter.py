@@ -14,7 +14,7 @@ from apps.chain.audit import run_audit
 from apps.chain.client import account_from_key
 from apps.chain.deploy import grant_role
 from apps.chain.keys import new_key, store_key
-from apps.chain.models import ChainTransaction, Interaction, OutboxItem, Reputation, ReputationChange
+from apps.chain.models import ChainTransaction, LedgerInteraction, OutboxItem, Reputation, ReputationChange
 from apps.chain.node import DEV_KEYS, AnvilNode
 from apps.chain.submitter import Submitter
 from lib.ids import b32
@@ -70,7 +70,7 @@ def test_the_submitter_resends_what_a_restarted_node_lost(world, ledger_node):
     assert submitter.stats["resent"] >= 1
     assert onchain_counts(world) == (len(iids), len(iids))
     indexer.index_until_head(world.ledger)
-    assert Interaction.objects.filter(interaction_id__in=iids).count() == len(iids)
+    assert LedgerInteraction.objects.filter(interaction_id__in=iids).count() == len(iids)
     assert run_audit(world.ledger).ok
 
 
@@ -95,7 +95,7 @@ def test_a_killed_worker_loses_nothing_and_applies_nothing_twice(world, ledger_n
     assert set(OutboxItem.objects.values_list("status", flat=True)) == {"confirmed"}
     assert onchain_counts(world) == (n, n)
     indexer.index_until_head(world.ledger)
-    assert Interaction.objects.filter(interaction_id__in=iids, human_tx__gt="", reputation_tx__gt="").count() == n
+    assert LedgerInteraction.objects.filter(interaction_id__in=iids, human_tx__gt="", reputation_tx__gt="").count() == n
     # Each evaluation moved the scores once: 2 contexts x (auto, human, combined) per interaction.
     assert ReputationChange.objects.filter(interaction_id__in=iids).count() == n * 2 * 3
     assert run_audit(world.ledger).ok
@@ -139,7 +139,7 @@ def test_the_indexer_rebuilds_the_same_tables_from_scratch(world):
         return tables
 
     before = dump()
-    assert before["ReputationChange"] and before["Interaction"]
+    assert before["ReputationChange"] and before["LedgerInteraction"]
     indexer.reset()
     assert not Reputation.objects.exists()
     indexer.index_until_head(world.ledger)

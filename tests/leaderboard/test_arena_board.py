@@ -14,8 +14,8 @@ from django.db import transaction
 
 from apps.chain import indexer
 from apps.chain.evidence import LocalBlobStore
-from apps.chain.models import ArenaBattle, Context, Interaction as ChainInteraction
-from apps.chat.models import Conversation, Interaction as ChatInteraction, RegisteredModel
+from apps.chain.models import ArenaBattle, Context, LedgerInteraction
+from apps.chat.models import Conversation, Interaction, RegisteredModel
 from apps.leaderboard import arena, arena_entries, boards
 from apps.leaderboard.models import AnswerStyle, ArenaBoard, ArenaEntry, BoardEntry
 from lib import arena as lib_arena
@@ -290,15 +290,15 @@ def test_answers_are_read_from_the_chat_else_from_the_evidence_and_unknown_ones_
                                            metadata_cid="bafy1")
     conversation = Conversation.objects.create(user=alice, model=model, context=Context.objects.get(context_id=CTX))
     chat_answer = "# Plan\n\n- one\n- two\n\n**done**"
-    ChatInteraction.objects.create(conversation=conversation, interaction_id=iid(0, "a"), prompt="q",
-                                   answer=chat_answer, status=ChatInteraction.Status.DONE)
+    Interaction.objects.create(conversation=conversation, interaction_id=iid(0, "a"), prompt="q",
+                                   answer=chat_answer, status=Interaction.Status.DONE)
     evidence_answer = "A plain answer, with no Markdown at all."
     record = records.interaction_evidence(
         interaction_id=iid(0, "b"), context_id=CTX, context_name="math", prompt="q", model_id=mid(2),
         answer=evidence_answer, references=[], metric={"name": "none"}, sa=0, wa=0)
     cid = LocalBlobStore(tmp_path).put(records.canonical(record))
     for k, (interaction, evidence_cid) in enumerate([(iid(0, "b"), cid), (iid(1, "a"), "not-a-cid")]):
-        ChainInteraction.objects.create(interaction_id=interaction, model_id=mid(2 - k), context_id=CTX,
+        LedgerInteraction.objects.create(interaction_id=interaction, model_id=mid(2 - k), context_id=CTX,
                                         user="0x" + "11" * 20, has_reference=False, sa=0, wa=0,
                                         evidence_cid=evidence_cid, auto_tx="0x", auto_block=1)
     battle(0, 1, 2, 1)
@@ -321,7 +321,7 @@ def test_answers_are_read_from_the_chat_else_from_the_evidence_and_unknown_ones_
         cid = store.put(records.canonical(records.interaction_evidence(
             interaction_id=iid(1, side), context_id=CTX, context_name="math", prompt="q", model_id=mid(model),
             answer=text, references=[], metric={"name": "none"}, sa=0, wa=0)))
-        ChainInteraction.objects.update_or_create(interaction_id=iid(1, side), defaults=dict(
+        LedgerInteraction.objects.update_or_create(interaction_id=iid(1, side), defaults=dict(
             model_id=mid(model), context_id=CTX, user="0x" + "11" * 20, has_reference=False, sa=0, wa=0,
             evidence_cid=cid, auto_tx="0x", auto_block=1))
     refit(CTX, django_capture_on_commit_callbacks=django_capture_on_commit_callbacks)

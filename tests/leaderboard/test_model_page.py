@@ -7,7 +7,7 @@ import re
 import pytest
 
 from apps.chain.evidence import default_store
-from apps.chain.models import Context, Interaction, LedgerModel
+from apps.chain.models import Context, LedgerInteraction, LedgerModel
 from apps.chat.models import RegisteredModel
 from apps.leaderboard.models import BoardEntry
 from lib import records
@@ -67,7 +67,7 @@ def model(store):
 
 
 def evaluation(n: int, context_id: str, block: int, *, sh=None, wh=None, human_tx="", reputation_tx="", cid=None):
-    return Interaction.objects.create(
+    return LedgerInteraction.objects.create(
         interaction_id=tx(n), model_id=MODEL, context_id=context_id, user=OWNER, has_reference=True,
         sa=int(0.8125 * WAD), wa=int(0.25 * WAD), evidence_cid=cid or cid_for(f"evidence {n}".encode()),
         auto_tx=tx(1000 + n), auto_block=block, sh=sh, wh=wh, human_tx=human_tx, reputation_tx=reputation_tx)

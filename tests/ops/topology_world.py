@@ -43,13 +43,13 @@ def setup(root: str, users: int) -> dict:
 
 def report() -> dict:
     from apps.chain.models import ChainTransaction, IndexerCursor, OutboxItem
-    from apps.chain.models import Interaction as Indexed
+    from apps.chain.models import LedgerInteraction
     from apps.chat.models import Interaction, Rating
     from apps.oracle.models import EvaluationJob
 
     pending = [ChainTransaction.Status.SIGNED, ChainTransaction.Status.SENT, ChainTransaction.Status.MINED]
     done = sorted(Interaction.objects.filter(status=Interaction.Status.DONE).values_list("interaction_id", flat=True))
-    indexed = dict(Indexed.objects.values_list("interaction_id", "reputation_tx"))
+    indexed = dict(LedgerInteraction.objects.values_list("interaction_id", "reputation_tx"))
     rated = sorted(Rating.objects.values_list("interaction__interaction_id", flat=True))
     last_block = (ChainTransaction.objects.exclude(status="dropped").exclude(block_number=None)
                   .order_by("-block_number").values_list("block_number", flat=True).first()) or 0

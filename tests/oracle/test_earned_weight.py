@@ -12,7 +12,7 @@ from apps.annotate.models import Qualification
 from apps.chain import indexer
 from apps.chain.audit import run_audit
 from apps.chain.evidence import default_store
-from apps.chain.models import Interaction as LedgerInteraction
+from apps.chain.models import LedgerInteraction
 from apps.chain.models import Reputation
 from apps.leaderboard.verify import default_reader, rebuild_from_chain
 from apps.oracle import jobs

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from apps.chain import indexer
-from apps.chain.models import Interaction as LedgerInteraction
+from apps.chain.models import LedgerInteraction
 from apps.chain.models import Registration
 from apps.chat.models import Rating
 from apps.chat.ratings import queue_waiting_ratings, reputation_moves, submit_rating

@@ -12,7 +12,7 @@ from apps.chain import indexer
 from apps.chain.deploy import grant_oracle_roles
 from apps.chain.evidence import default_store
 from apps.chain.keys import oracle_address, oracle_addresses
-from apps.chain.models import Interaction as LedgerInteraction
+from apps.chain.models import LedgerInteraction
 from apps.chain.models import ChainTransaction, OutboxItem
 from apps.chain.node import DEV_KEYS
 from apps.oracle import jobs

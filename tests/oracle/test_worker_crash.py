@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from apps.chain.models import Interaction as LedgerInteraction
+from apps.chain.models import LedgerInteraction
 from apps.chain.models import OutboxItem
 from apps.oracle.models import EvaluationJob
 

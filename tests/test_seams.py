@@ -1,0 +1,45 @@
+"""What import-linter cannot see: the apps above the chain layer talk to it through typed values, not
+strings, and each model keeps one name wherever it is imported."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# One name per concept: the chat's turn and the contract's record of it.
+MODEL_NAMES = {"apps.chat.models": {"Interaction"}, "apps.chain.models": {"LedgerInteraction"}}
+
+
+def sources(*roots: str, outside: str | None = None):
+    for root in roots:
+        for path in sorted((REPO / root).rglob("*.py")):
+            relative = path.relative_to(REPO).as_posix()
+            if "/migrations/" in relative or (outside and relative.startswith(outside)):
+                continue
+            yield relative, ast.parse(path.read_text(), relative)
+
+
+def renamed_imports(tree: ast.AST) -> list[str]:
+    """`from <models> import X as Y` of the models named in MODEL_NAMES, as "X as Y"."""
+    return [f"{alias.name} as {alias.asname}" for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module in MODEL_NAMES
+            for alias in node.names if alias.name in MODEL_NAMES[node.module] and alias.asname]
+
+
+def test_each_interaction_model_has_one_name_wherever_it_is_imported():
+    found = {path: names for path, tree in sources("apps", "tests", "bench", "ops") if (names := renamed_imports(tree))}
+    assert found == {}
+
+
+def test_importing_an_interaction_model_under_another_name_is_caught():
+    tree = ast.parse("from apps.chain.models import ArenaBattle, LedgerInteraction as Indexed\n"
+                     "from apps.chat.models import Interaction as Turn, Rating as R\n")
+    assert renamed_imports(tree) == ["LedgerInteraction as Indexed", "Interaction as Turn"]
+
+
+def test_the_chain_layer_has_no_model_called_interaction():
+    from apps.chain import models
+
+    assert not hasattr(models, "Interaction")
+    assert models.LedgerInteraction._meta.db_table == "chain_interaction"  # the table kept its name
