@@ -43,3 +43,35 @@ def test_the_chain_layer_has_no_model_called_interaction():
 
     assert not hasattr(models, "Interaction")
     assert models.LedgerInteraction._meta.db_table == "chain_interaction"  # the table kept its name
+
+
+def hand_built_keys(tree: ast.AST, functions) -> list[str]:
+    """Texts (plain or f-strings) that begin like an outbox idempotency key: `<contract call>:`."""
+    prefixes = tuple(f"{name}:" for name in functions)
+    found: set[str] = set()  # an f-string's leading text is also walked as a constant of its own
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+            text = node.values[0].value
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        else:
+            continue
+        if isinstance(text, str) and text.startswith(prefixes):
+            found.add(f"line {node.lineno}: {text!r}")
+    return sorted(found)
+
+
+def test_no_app_above_the_chain_layer_builds_an_outbox_key_by_hand():
+    # The key scheme lives in apps.chain.outbox (idempotency_key, item_for, items_for, key_expression).
+    from apps.chain.ledger import CALLS
+
+    found = {path: keys for path, tree in sources("apps", "bench", "ops", outside="apps/chain/")
+             if (keys := hand_built_keys(tree, CALLS))}
+    assert found == {}
+
+
+def test_a_key_built_by_hand_is_caught():
+    tree = ast.parse('a = OutboxItem.objects.filter(key=f"addModel:{model_id}")\n'
+                     'b = Concat(Value("register:"), OuterRef("address"))\n'
+                     'c = f"{x}:addModel:"; d = "add a model: it waits"\n')
+    assert hand_built_keys(tree, ["addModel", "register"]) == ["line 1: 'addModel:'", "line 2: 'register:'"]

@@ -11,6 +11,8 @@ import time
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Value
+from django.db.models.functions import Concat
 from eth_utils import is_checksum_address, keccak, to_checksum_address
 
 from lib.ids import is_hex32
@@ -130,10 +132,19 @@ def check_call(function: str, payload: dict) -> dict:
     return {"interactionId": _id(p, "interactionId")}  # updateReputation
 
 
-def idempotency_key(function: str, payload: dict) -> str:
+SUBJECT = {"addContext": "contextId", "addModel": "modelId", "register": "account", "openBattle": "battleId",
+           "vote": "battleId"}  # the payload field a call is keyed by; interactionId for the others
+
+
+def idempotency_key(function: str, payload: dict, revision: int | None = None) -> str:
+    """The key of the outbox row of this call: queuing the same call twice finds the first row.
+    `revision` numbers the changes of calls that may be made again with the same arguments (the
+    n-th change of a role, the n-th edit of a model's metadata)."""
     if function == "updateModelMetadata":
+        if revision is not None:
+            return f"{function}:{payload['modelId']}:{revision}"
         # One row per (model, CID): the same edit queued twice is one call, a new CID a new one.
-        # Publishing an earlier CID again (A, B, then A) needs its own `key` (e.g. with a revision).
+        # Publishing an earlier CID again (A, B, then A) needs a revision.
         # A CID too long for the key column (160) is replaced by its keccak256.
         key = f"{function}:{payload['modelId']}:{payload['metadataCid']}"
         if len(key) > KEY_MAX_LEN:
@@ -141,16 +152,40 @@ def idempotency_key(function: str, payload: dict) -> str:
         return key
     if function in ("grantRole", "revokeRole"):
         # A role can change repeatedly (grant, revoke, grant again), so one fixed key per
-        # (role, account) would fold the second grant into the first. Keys count the changes:
-        # the n-th change (n = earlier grantRole/revokeRole rows of that role and account) is
-        # `grantRole:<role>:<account>` for the first grant (n = 0, the default below) and
-        # `grantRole:<role>:<account>:<n>` / `revokeRole:<role>:<account>:<n>` otherwise, passed
-        # as key= by callers that may repeat (apps/chat/roles.py). The same change queued twice
-        # is still one row; grant -> revoke -> grant is three.
-        return f"{function}:{payload['role']}:{payload['account']}" + (":0" if function == "revokeRole" else "")
-    subject = {"addContext": "contextId", "addModel": "modelId", "register": "account", "openBattle": "battleId",
-               "vote": "battleId"}.get(function, "interactionId")
-    return f"{function}:{payload[subject]}"
+        # (role, account) would fold the second grant into the first. Keys count the changes: the
+        # n-th change (`revision`, n = earlier grantRole/revokeRole rows of that role and account) is
+        # `grantRole:<role>:<account>` for the first grant (n = 0, the default) and
+        # `grantRole:<role>:<account>:<n>` / `revokeRole:<role>:<account>:<n>` otherwise. The same
+        # change queued twice is still one row; grant -> revoke -> grant is three.
+        n = revision or 0
+        return f"{function}:{payload['role']}:{payload['account']}" + (
+            "" if function == "grantRole" and n == 0 else f":{n}")
+    return f"{function}:{payload[SUBJECT.get(function, 'interactionId')]}"
+
+
+def item_for(function: str, payload: dict, revision: int | None = None) -> OutboxItem | None:
+    """The row queued for this call (`payload` needs only the fields its key is made of), or None."""
+    return OutboxItem.objects.filter(key=idempotency_key(function, payload, revision)).first()
+
+
+def items_for(function: str, payload: dict):
+    """Every row queued for this call and its later revisions (the changes of a role for an account,
+    the metadata edits of a model), oldest first."""
+    if function == "updateModelMetadata":
+        prefix = f"{function}:{payload['modelId']}:"
+    elif function in ("grantRole", "revokeRole"):
+        prefix = f"{function}:{payload['role']}:{payload['account']}"
+    else:
+        return OutboxItem.objects.filter(key=idempotency_key(function, payload)).order_by("id")
+    return OutboxItem.objects.filter(key__startswith=prefix).order_by("id")
+
+
+def key_expression(function: str, subject: Any) -> Concat:
+    """The key of a call keyed by its subject alone (SUBJECT), as a database expression of `subject`
+    (e.g. an OuterRef), for a subquery."""
+    if function in ("updateModelMetadata", "grantRole", "revokeRole"):
+        raise ValueError(f"{function} is not keyed by its subject alone")
+    return Concat(Value(f"{function}:"), subject)
 
 
 def check_request(function: str, sender: str, clean: dict, request: ForwardRequest) -> None:
@@ -200,15 +235,17 @@ def check_nonce(signer: str, nonce: int) -> None:
 
 
 def enqueue(function: str, sender: str, payload: dict, *, depends_on: OutboxItem | None = None,
-            key: str | None = None, request: ForwardRequest | None = None) -> OutboxItem:
+            key: str | None = None, revision: int | None = None,
+            request: ForwardRequest | None = None) -> OutboxItem:
     """Queue one contract call from `sender`. Queuing the same call twice returns the first row.
     With `request` (the call signed by `sender` as an ERC-2771 request), the relayer sends it
     through the forwarder: the row is in the relayer's lane and keeps the signed request.
-    A new row wakes the submitter's consumer once it is committed."""
+    `revision` numbers a call made again with the same arguments (idempotency_key); `key` replaces
+    the key altogether (tests). A new row wakes the submitter's consumer once it is committed."""
     clean = check_call(function, payload)
     if not is_checksum_address(sender):
         sender = _address(sender, "sender")
-    key = key or idempotency_key(function, clean)
+    key = key or idempotency_key(function, clean, revision)
     fields = {"sender_address": sender}
     if request is not None:
         check_request(function, sender, clean, request)

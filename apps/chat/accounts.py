@@ -95,8 +95,8 @@ def profile_of(user) -> Profile | None:
 def registration_of(address: str) -> OutboxItem | None:
     """The account's own Identity registration, while it is not on-chain yet: calls from the
     account must wait for it (the contract refuses unregistered senders)."""
-    return OutboxItem.objects.filter(key=f"register:{address}").exclude(
-        status=OutboxItem.Status.CONFIRMED).first()
+    item = outbox.item_for("register", {"account": address})
+    return item if item is not None and item.status != OutboxItem.Status.CONFIRMED else None
 
 
 def person_of(user_id: int) -> int:

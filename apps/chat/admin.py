@@ -9,11 +9,11 @@ through the registry (a new metadata CID), never by editing a row here.
 from __future__ import annotations
 
 from django.contrib import admin, messages
-from django.db.models import OuterRef, Subquery, Value
-from django.db.models.functions import Concat
+from django.db.models import OuterRef, Subquery
 from django.utils.html import format_html_join
 
 from apps.chain.models import OutboxItem, Registration
+from apps.chain import outbox
 from apps.chain.outbox import ROLE_CODES, InvalidCall
 
 from . import moderation, roles
@@ -92,7 +92,7 @@ class ProfileAdmin(admin.ModelAdmin):
         return super().get_queryset(request).annotate(
             chain_role=Subquery(Registration.objects.filter(address=OuterRef("address")).values("role")[:1]),
             register_status=Subquery(OutboxItem.objects.filter(
-                key=Concat(Value("register:"), OuterRef("address"))).values("status")[:1]))
+                key=outbox.key_expression("register", OuterRef("address"))).values("status")[:1]))
 
     def has_add_permission(self, request):
         return False  # accounts come from sign-up: a key, a profile and a queued registration

@@ -96,8 +96,7 @@ WORKER_CHANNEL = "oracle-jobs"
 
 def auto_item(interaction: Interaction) -> OutboxItem | None:
     """The oracle's autoEval call, by its idempotency key: queued once the answer is scored."""
-    return OutboxItem.objects.filter(key=outbox.idempotency_key(
-        "autoEval", {"interactionId": interaction.interaction_id})).first()
+    return outbox.item_for("autoEval", {"interactionId": interaction.interaction_id})
 
 
 def signer_of(interaction: Interaction) -> str:

@@ -182,12 +182,11 @@ def update_model(user, model: RegisteredModel, fields: ModelFields) -> Registere
                 model.api_key_encrypted = encrypt_api_key(fields.api_key)
                 model.save(update_fields=["api_key_encrypted"])
             return model
-        previous = OutboxItem.objects.filter(
-            key__startswith=f"updateModelMetadata:{model.model_id}:").order_by("-id").first() or \
-            OutboxItem.objects.filter(key=f"addModel:{model.model_id}").first()
+        previous = outbox.items_for("updateModelMetadata", {"modelId": model.model_id}).last() or \
+            outbox.item_for("addModel", {"modelId": model.model_id})
         revision = model.metadata_revision + 1
         outbox.enqueue("updateModelMetadata", profile.address, {"modelId": model.model_id, "metadataCid": cid},
-                       key=f"updateModelMetadata:{model.model_id}:{revision}",
+                       revision=revision,
                        depends_on=previous if previous and previous.status != OutboxItem.Status.CONFIRMED
                        else role_dependency(profile.address, "developer"))
         model.name, model.provider = fields.name.strip(), fields.provider.strip()

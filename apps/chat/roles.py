@@ -10,7 +10,6 @@ previous change of the same role, so changes land in the order they were made.
 from __future__ import annotations
 
 from django.db import transaction
-from django.db.models import Q
 from eth_utils import to_checksum_address
 
 from apps.chain import outbox
@@ -29,23 +28,10 @@ class RoleError(outbox.InvalidCall):
     """The role cannot be granted or revoked as asked; nothing changed."""
 
 
-def role_call_key(function: str, role: str, account: str, n: int) -> str:
-    """The idempotency key of the n-th change (0-based) of `role` for `account`.
-
-    Counting the changes lets grant -> revoke -> grant queue three calls, while the same change
-    asked twice stays one row (see apps.chain.outbox.idempotency_key). The first grant keeps the
-    plain `grantRole:<role>:<account>` key.
-    """
-    if function == "grantRole" and n == 0:
-        return f"grantRole:{role}:{account}"
-    return f"{function}:{role}:{account}:{n}"
-
-
 def role_calls(role: str, account: str):
     """Every queued grantRole/revokeRole of `role` for `account`, oldest first."""
-    return OutboxItem.objects.filter(
-        Q(key__startswith=f"grantRole:{role}:{account}") | Q(key__startswith=f"revokeRole:{role}:{account}")
-    ).order_by("id")
+    payload = {"role": role, "account": account}
+    return (outbox.items_for("grantRole", payload) | outbox.items_for("revokeRole", payload)).order_by("id")
 
 
 def role_dependency(account: str, role: str = "developer") -> OutboxItem | None:
@@ -61,12 +47,14 @@ def role_dependency(account: str, role: str = "developer") -> OutboxItem | None:
 
 
 def queue_role_call(account: str, role: str, function: str) -> OutboxItem:
-    """Queue grantRole/revokeRole of `role` for `account` from the admin: keyed as its n-th change,
-    after the role's previous change still on its way (or the account's registration)."""
+    """Queue grantRole/revokeRole of `role` for `account` from the admin: keyed as its n-th change
+    (counting the changes lets grant -> revoke -> grant queue three calls, while the same change
+    asked twice stays one row), after the role's previous change still on its way (or the account's
+    registration)."""
     account = to_checksum_address(account)
     n = role_calls(role, account).count()  # earlier changes of this role for this account
     return outbox.enqueue(function, admin_address(), {"role": role, "account": account},
-                          depends_on=role_dependency(account, role), key=role_call_key(function, role, account, n))
+                          depends_on=role_dependency(account, role), revision=n)
 
 
 def _flag(role: str) -> str:

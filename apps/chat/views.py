@@ -18,8 +18,8 @@ from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
-from apps.chain import relay
-from apps.chain.models import ArenaBattle, Context, LedgerModel, OutboxItem
+from apps.chain import outbox, relay
+from apps.chain.models import ArenaBattle, Context, LedgerModel
 from lib.reputation import GLOBAL_CONTEXT_ID
 
 from . import accounts, arena, builtin, conversations, export, limits, ratings, registry, wallet
@@ -357,7 +357,7 @@ def model_edit(request, pk):
 def model_page(request, pk):
     model = get_object_or_404(RegisteredModel.objects.prefetch_related("contexts"), pk=pk)
     onchain = LedgerModel.objects.filter(model_id=model.model_id).first()
-    queued = OutboxItem.objects.filter(key=f"addModel:{model.model_id}").first()
+    queued = outbox.item_for("addModel", {"modelId": model.model_id})
     model.starting = builtin.starting(model)
     return render(request, "chat/model.html", {"model": model, "onchain": onchain, "queued": queued,
                                                "is_owner": request.user.id == model.owner_id})

@@ -190,9 +190,8 @@ def submit(job: EvaluationJob) -> None:
     conv = interaction.conversation
     user_address = conv.user.profile.rating_address  # a linked wallet's, whose key only the user holds
     # autoEval needs the user registered and the model added: wait for those calls if queued.
-    waits = [registration_of(user_address),
-             OutboxItem.objects.filter(key=f"addModel:{conv.model.model_id}").exclude(
-                 status=OutboxItem.Status.CONFIRMED).first()]
+    added = outbox.item_for("addModel", {"modelId": conv.model.model_id})
+    waits = [registration_of(user_address), added if added and added.status != OutboxItem.Status.CONFIRMED else None]
     depends_on = next((w for w in waits if w is not None), None)
     with transaction.atomic():
         item = outbox.enqueue("autoEval", oracle_address(interaction.interaction_id), {
