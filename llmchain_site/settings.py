@@ -373,7 +373,7 @@ LLMCHAIN_AUTO_WEIGHT = os.environ.get("LLMCHAIN_AUTO_WEIGHT", "validated")
 if LLMCHAIN_AUTO_WEIGHT not in ("validated", "paper"):
     raise ImproperlyConfigured(f"LLMCHAIN_AUTO_WEIGHT must be validated or paper, not {LLMCHAIN_AUTO_WEIGHT!r}")
 # Pairs drawn from each labelled set when a newly registered judge is qualified (the full sets on demand).
-LLMCHAIN_QUALIFY_SAMPLE = int(os.environ.get("LLMCHAIN_QUALIFY_SAMPLE", "8"))
+LLMCHAIN_QUALIFY_SAMPLE = int(os.environ.get("LLMCHAIN_QUALIFY_SAMPLE", "4"))
 LLMCHAIN_ORACLE_BATCH = int(os.environ.get("LLMCHAIN_ORACLE_BATCH", "16"))  # jobs scored together
 # A worker's claim on a job lasts this long; a killed worker's jobs pass to another after it.
 LLMCHAIN_ORACLE_LEASE_S = float(os.environ.get("LLMCHAIN_ORACLE_LEASE_S", "120"))
