@@ -11,6 +11,7 @@ urlpatterns = [
     path("annotate/report/", report.report, name="metaeval-report"),
     path("metaeval/", metaeval.run_list, name="metaeval-runs"),
     path("metaeval/<int:pk>/", metaeval.run_detail, name="metaeval-run"),
+    path("boards/<str:context_id>/validity", metaeval.board_validity, name="board-validity"),
     path("models/<int:pk>/judging", metaeval.judge_qualification, name="model-judging"),
     path("api/metaeval/<int:pk>", api.MetaEvalRunDetail.as_view(), name="api-metaeval-run"),
 ]

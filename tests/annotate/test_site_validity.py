@@ -88,3 +88,16 @@ def test_the_command_prints_a_line_per_context_and_the_figures_as_json(site):
     lines = out.getvalue().strip().splitlines()
     assert lines[0].startswith("quiet: The automatic score cannot be checked against people here yet")
     assert list(json.loads(lines[-1])["contexts"]) == [site["quiet"].context_id]
+
+
+def test_each_board_loads_its_line_after_the_page_and_a_board_without_people_says_so(site, client):
+    busy, quiet, answer, vote = site["busy"], site["quiet"], site["answer"], site["vote"]
+    for _ in range(MIN_HUMAN):
+        vote(busy, answer(busy, "a much longer answer", 0.9), answer(busy, "short", 0.1), 1)
+    page = client.get(f"/?context={quiet.context_id}").content.decode()
+    assert f'hx-get="/boards/{quiet.context_id}/validity"' in page
+    line = client.get(f"/boards/{quiet.context_id}/validity").content.decode()
+    assert "cannot be checked against people here yet: 0 arena votes" in line
+    line = client.get(f"/boards/{busy.context_id}/validity").content.decode()
+    assert "agrees with people&#x27;s votes here 100% [" in line and "preferring the longer answer: 100%" in line
+    assert client.get("/boards/0x" + "ab" * 32 + "/validity").status_code == 404

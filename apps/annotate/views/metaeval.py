@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.shortcuts import get_object_or_404, render
 
 from ..metaeval_runs import PAIRS_TEXT, SCORES_TEXT, context_names, headline, run_page
+from apps.chain.models import Context
+
 from ..models import MetaEvalRun, Qualification
 
 
@@ -41,3 +43,29 @@ def judge_qualification(request, pk: int):
         "failed": failed if failed and failed.status == Qualification.Status.FAILED else None,
         "refusal": refusal(evaluator) if done else "", "evaluator": evaluator,
         "sets": list((done.figures.get("per_set") or {}).items()) if done else []})
+
+
+def board_validity(request, context_id: str):
+    """The board's line on how often the automatic score agrees with this board's people, loaded after
+    the board (the figures take a bootstrap): kept for a minute per board and count of human signals."""
+    from django.core.cache import cache
+    from django.http import Http404
+
+    from apps.chain.models import ArenaBattle
+    from apps.chain.models import LedgerInteraction
+    from lib.reputation import GLOBAL_CONTEXT_ID
+
+    from ..site_validity import plain_line, site_validity
+
+    context_id = context_id.lower()
+    scoped = {} if context_id == GLOBAL_CONTEXT_ID else {"context_id": context_id}
+    if scoped and not Context.objects.filter(context_id=context_id).exists():
+        raise Http404("no such board")
+    signals = (ArenaBattle.objects.filter(counted=True, **scoped).count(),
+               LedgerInteraction.objects.filter(sh__isnull=False, **scoped).count())
+    key = f"board-validity:{context_id}:{signals[0]}:{signals[1]}"
+    found = cache.get(key)
+    if found is None:
+        found = site_validity(context_id)[context_id]
+        cache.set(key, found, 60)
+    return render(request, "annotate/_board_validity.html", {"line": plain_line(found), "figures": found})

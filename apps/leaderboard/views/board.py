@@ -54,5 +54,5 @@ def board(request):
         raise Http404(str(exc)) from exc
     if part != "page":
         return HttpResponse(fragment["html"])
-    return render(request, "leaderboard/board.html", {"context_name": fragment["name"],
+    return render(request, "leaderboard/board.html", {"context_name": fragment["name"], "context_id": context_id,
                                                       "board_html": mark_safe(fragment["html"])})
