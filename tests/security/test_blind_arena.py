@@ -334,3 +334,49 @@ def test_battle_starts_have_a_rate_of_their_own(battle, settings):
             arena.abandon(b.user, arena.start_battle(b.user, b.context))
             started += 1
     assert started == 2
+
+
+# --- the chat socket ---------------------------------------------------------------------------------
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_hidden_sides_socket_never_sends_its_models_name_while_the_answer_streams(settings, tmp_path):
+    import json
+
+    from asgiref.sync import sync_to_async
+    from channels.testing import WebsocketCommunicator
+
+    from apps.chat.consumers import ChatConsumer
+    from tests.openai_endpoint import OpenAIEndpoint
+
+    settings.LLMCHAIN_IPFS_DIR = tmp_path / "ipfs"
+    endpoints = {name: OpenAIEndpoint(models=(name,), answer=f"Hello! I am {name} from Marsupial, and the sea "
+                                      "is calm and grey this morning.", delay=0.01) for name in NAMES[:2]}
+    settings.LLMCHAIN_OUTBOUND_ALLOW = ",".join(e.url.split("/")[2] for e in endpoints.values())
+    try:
+        def stage():
+            writing, = make_contexts("writing")
+            dave = developer("dave")
+            for name, endpoint in endpoints.items():
+                _model(dave, name, endpoint.url)
+            alice = user("alice")
+            return alice, arena.start_battle(alice, writing, random.Random(3))
+
+        alice, b = await sync_to_async(stage)()
+        side = await sync_to_async(lambda: Conversation.objects.select_related("model").get(pk=b.conversation_a_id))()
+        communicator = WebsocketCommunicator(ChatConsumer.as_asgi(), f"/ws/chat/{side.pk}/")
+        communicator.scope["user"] = alice
+        communicator.scope["url_route"] = {"kwargs": {"pk": side.pk}}
+        connected, _ = await communicator.connect()
+        assert connected
+        await communicator.send_to(text_data=json.dumps({"prompt": PROMPT}))
+        frames = []
+        while not frames or f"outerHTML:#turn-" not in frames[-1]:
+            frames.append(await communicator.receive_from(timeout=20))
+        await communicator.disconnect()
+        sent = "".join(frames)
+        turn = await sync_to_async(Interaction.objects.get)(conversation=side)
+        assert turn.status == "done" and side.model.name in turn.answer, "the answer itself is kept whole"
+        assert side.model.name not in sent and "Marsupial" not in sent and arena.MASK in sent
+    finally:
+        for endpoint in endpoints.values():
+            endpoint.close()
