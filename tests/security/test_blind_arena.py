@@ -303,7 +303,7 @@ def test_one_unvoted_battle_at_a_time_and_abandoning_counts_against_later_votes(
         finish_interaction(begin_interaction(alice, side, PROMPT), "Calm.")
     voted = arena.vote(alice, third, "a")
     assert voted.flagged and not voted.counted, "more abandons than the limit: kept, not counted"
-    assert not Conversation.objects.get(pk=b.conversation_a.pk).battle is None
+    assert Conversation.objects.get(pk=b.conversation_a.pk).battle is not None
     with pytest.raises(ValidationError, match="abandoned recently"):
         from apps.chat.conversations import delete_conversation
 
@@ -370,7 +370,7 @@ async def test_a_hidden_sides_socket_never_sends_its_models_name_while_the_answe
         assert connected
         await communicator.send_to(text_data=json.dumps({"prompt": PROMPT}))
         frames = []
-        while not frames or f"outerHTML:#turn-" not in frames[-1]:
+        while not frames or "outerHTML:#turn-" not in frames[-1]:
             frames.append(await communicator.receive_from(timeout=20))
         await communicator.disconnect()
         sent = "".join(frames)
