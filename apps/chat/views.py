@@ -555,11 +555,12 @@ def arena_vote(request, pk):
             errors = exc.message_dict
         except PermissionError as exc:
             raise PermissionDenied(str(exc)) from exc
-    hidden = not battle.revealed
     context = _vote_context(battle, errors)
     response = render(request, "chat/_arena_vote.html", context)
-    if (request.method == "POST" and errors is None) or (hidden and context["summary"]["revealed"]):
-        response["HX-Refresh"] = "true"  # voted, or the names are revealed: the whole page follows
+    # Voted, or the names are revealed to a page that showed them hidden (its poll says so): the whole
+    # page follows.
+    if (request.method == "POST" and errors is None) or (request.GET.get("hidden") and context["summary"]["revealed"]):
+        response["HX-Refresh"] = "true"
     return response
 
 

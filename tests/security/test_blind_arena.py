@@ -271,7 +271,9 @@ def test_a_sides_autoeval_waits_for_the_vote_and_names_appear_only_once_voted_is
                                interaction_a=answers[0].interaction_id, interaction_b=answers[1].interaction_id,
                                user=battle_.signer, voided=False, block_number=3, tx="0x3")
     assert not any(n in client.get(f"/arena/{b.pk}/").content.decode() for n in names), "opened, not voted"
+    assert client.get(f"/arena/{b.pk}/vote?hidden=1").get("HX-Refresh") is None
     ArenaBattle.objects.filter(battle_id=b.battle_id).update(outcome=2, counted=True, vote_block=4, vote_tx="0x4")
+    assert client.get(f"/arena/{b.pk}/vote?hidden=1")["HX-Refresh"] == "true", "the page reloads to show the names"
     page = client.get(f"/arena/{b.pk}/").content.decode()
     assert all(n in page for n in names)
 
