@@ -16,7 +16,9 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 
-from apps.chain.models import ArenaBattle, OutboxItem
+from apps.chain import outbox
+from apps.chain.keys import oracle_address
+from apps.chain.models import ArenaBattle, ChainTransaction, LedgerInteraction, OutboxItem, Sender
 from apps.chat import arena, ratings
 from apps.chat.conversations import begin_interaction, check_prompt, finish_interaction
 from apps.chat.models import Battle, Conversation, Interaction, Profile, RegisteredModel
@@ -137,12 +139,35 @@ def _body(response) -> str:
     return content.decode("utf-8", "replace")
 
 
-def test_as_the_battles_user_before_the_vote_no_url_the_site_routes_names_a_side(battle, client):
+def _voted_not_final(b: Battle, answers: list, cids: dict) -> None:
+    """The vote is signed; both answers' autoEval calls are on-chain (indexed), the vote is not final yet."""
+    arena.vote(b.user, Battle.objects.get(pk=b.pk), "b")
+    lane = Sender.objects.create(address=oracle_address())
+    for n, turn in enumerate(answers):
+        conversation = turn.conversation
+        item = outbox.enqueue("autoEval", oracle_address(), {
+            "interactionId": turn.interaction_id, "modelId": conversation.model.model_id,
+            "contextId": conversation.context.context_id, "user": b.user.profile.rating_address,
+            "hasReference": True, "sA": "1", "wA": "1", "evidenceCid": cids[turn.pk]})
+        tx = ChainTransaction.objects.create(sender=lane, nonce=n, function="autoEval", tx_hash="0x" + f"{n + 7:064x}",
+                                             raw=b"", gas_limit=1, status="confirmed", block_number=3)
+        OutboxItem.objects.filter(pk=item.pk).update(status="confirmed", transaction=tx)
+        EvaluationJob.objects.filter(interaction=turn).update(outbox_item=item, status="onchain")
+        LedgerInteraction.objects.create(
+            interaction_id=turn.interaction_id, model_id=conversation.model.model_id,
+            context_id=conversation.context.context_id, user=b.user.profile.rating_address, has_reference=True,
+            sa=1, wa=1, evidence_cid=cids[turn.pk], auto_tx=tx.tx_hash, auto_block=3)
+
+
+@pytest.mark.parametrize("state", ["before the vote", "voted, not final"])
+def test_as_the_battles_user_no_url_the_site_routes_names_a_side_until_the_vote_is_final(battle, client, state):
     """Every route of the URL configuration and every path of the OpenAPI schema, each parameter filled
     with the battle's own objects' ids (the battle, both sides, both answers, their on-chain ids and
     evidence CIDs): no answer holds a side's model name or id, evidence CID or autoEval transaction,
     unless it is a list of every model (it names the model left out of the draw as well)."""
     b, answers, cids, models = battle
+    if state != "before the vote":
+        _voted_not_final(b, answers, cids)
     decoy = RegisteredModel.objects.get(pk=models[2].pk)
     assert decoy.pk not in (b.conversation_a.model_id, b.conversation_b.model_id)
     client.login(username="alice", password=PASSWORD)
@@ -159,6 +184,7 @@ def test_as_the_battles_user_before_the_vote_no_url_the_site_routes_names_a_side
         urls |= set(filled)
     assert len(urls) > 100 and "/api/conversations" in urls and f"/api/interactions/{answers[0].pk}" in urls
     secrets_ = _secrets(b, cids)
+    assert (state == "before the vote") == (len(secrets_) == 8), "the autoEval transactions are looked for too"
     leaks, answered = [], 0
     for url in sorted(urls):
         if "logout" in url:
