@@ -20,11 +20,14 @@ _running: dict[str, threading.Thread] = {}
 def _read_into_cache(key: str, read: Callable[[], object], keep_s: float | None) -> None:
     try:
         value = read()
+        if value is not None:
+            cache.set(key, {"at": time.time(), "value": value}, keep_s)
     except Exception:  # a background read never takes its error to a page
         log.exception("background read of %s failed", key)
-        return
-    if value is not None:
-        cache.set(key, {"at": time.time(), "value": value}, keep_s)
+    finally:
+        with _lock:  # keys come and go (a check per block): forget this one's thread
+            if _running.get(key) is threading.current_thread():
+                del _running[key]
 
 
 def _start(key: str, read: Callable[[], object], keep_s: float | None) -> threading.Thread:
