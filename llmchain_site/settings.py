@@ -393,6 +393,9 @@ LLMCHAIN_DEBATE_EXPERTS = int(os.environ.get("LLMCHAIN_DEBATE_EXPERTS", "1"))  #
 # --- Boards and the expert queue (apps/leaderboard, apps/annotate) ----------------------------------
 # Evaluations (automatic and human together) a model needs in a context to be ranked; fewer: provisional.
 LLMCHAIN_BOARD_MIN_EVALUATIONS = int(os.environ.get("LLMCHAIN_BOARD_MIN_EVALUATIONS", "5"))
+# People's ratings (the only evaluations that move R) a model needs in a context to be ranked, at least 2
+# (an R band needs two); fewer: listed unranked, since its R is still about its starting value.
+LLMCHAIN_BOARD_MIN_RATED = int(os.environ.get("LLMCHAIN_BOARD_MIN_RATED", "3"))
 # Bootstrap rounds of the arena board's 95% intervals (apps/leaderboard/arena.py): of the Bradley-Terry Elo,
 # and of the style-controlled Elo, fewer since each of its rounds refits on every vote (~0.3 s a round at
 # 1,000,000 votes, against ~5 ms for a plain round). The served board states the rounds it used.

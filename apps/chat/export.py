@@ -26,7 +26,7 @@ def _evaluation(interaction) -> dict | None:
     if job is None:
         return None
     cid = None if interaction.conversation.name_hidden else job.evidence_cid or None
-    return {"status": job.status, "sa": job.sa or None, "evidence_cid": cid}
+    return {"status": job.status, "sa": job.sa if job.has_reference else None, "evidence_cid": cid}
 
 
 def user_data(user) -> dict:

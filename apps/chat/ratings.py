@@ -339,9 +339,20 @@ def weight_preview(address: str) -> dict | None:
             "full_fd": decay_factor(minutes_since(86_400), lam) / 10**18, "lambda": lam / 10**18}
 
 
+def rating_share(onchain) -> float:
+    """The share of an R move that came with the rating: updateReputation moves R with the weight
+    2/3 * w_h + 1/3 * w_a (w_h alone without an automatic score), so the rating's part of the move
+    is its part of that weight, the rest the automatic score's."""
+    wh = int(onchain.wh)
+    wa = int(getattr(onchain, "wa", 0) or 0) if getattr(onchain, "has_reference", False) else 0
+    total = 2 * wh + wa
+    return 2 * wh / total if total else 1.0
+
+
 def what_it_did(interaction: Interaction, onchain, moves: list[dict]) -> str:
-    """What a rating on-chain did, in words a newcomer understands (its weight, and how far it moved
-    the model's R in the context), or "" until it is known."""
+    """What a rating on-chain did, in words a newcomer understands: its weight, how far the model's
+    reputation in the context moved, and how much of that move came from the rating and how much from
+    the automatic score that was folded in with it; "" until it is known."""
     if onchain is None or onchain.wh is None or not moves or not moves[0]["done"]:
         return ""
     weight, minutes = onchain.wh / 10**18, onchain.d_minutes / 10**18
@@ -349,14 +360,22 @@ def what_it_did(interaction: Interaction, onchain, moves: list[dict]) -> str:
     before, after = move["r"]
     model = interaction.conversation.model.name
     if minutes < LedgerInteraction.QUICK_SUCCESSION_MINUTES:
-        why = f"it came {minutes:.0f} minutes after your previous rating, and ratings in quick succession count for less"
+        why = f"it came {minutes:.0f} minutes after your previous rating, and ratings close together count for less"
     else:
         why = "your familiarity, trust and certainty set it, and time since your previous rating raises it up to a day"
-    moved = (f"moved {model}'s reputation R in {move['context']} from {before / 10**18:.4f} to {after / 10**18:.4f} "
-             f"({(after - before) / 10**18:+.4f})" if before is not None else
-             f"set {model}'s first reputation R in {move['context']} at {after / 10**18:.4f}")
-    return (f"Your rating counted for {weight:.3f} of a full rating ({why}), and {moved}. Many ratings together move "
-            f"R more; one rating moves it a little.")
+    share = rating_share(onchain)
+    if before is None:
+        moved = f"set {model}'s first reputation in {move['context']} at {after / 10**18:.4f}"
+    else:
+        moved = (f"moved {model}'s reputation in {move['context']} from {before / 10**18:.4f} to "
+                 f"{after / 10**18:.4f} ({(after - before) / 10**18:+.4f})")
+    if share >= 0.995:
+        credit = "all of it from your rating (this answer has no automatic score)"
+    else:
+        credit = (f"about {100 * share:.0f}% of that from your rating and {100 * (1 - share):.0f}% from the "
+                  f"automatic score, which compares the answer with other models' answers and is counted in when "
+                  f"someone rates")
+    return f"Your rating counted for {weight:.3f} of a full rating ({why}). It {moved}: {credit}."
 
 
 def reputation_moves(interaction: Interaction) -> list[dict]:

@@ -326,7 +326,7 @@ def model_new(request):
     if request.method == "POST":
         model, test, errors, status = _submit(request, lambda fields: registry.register_model(request.user, fields))
         if model is not None:
-            return _saved(request, model, test, "is registered; addModel is queued for the chain")
+            return _saved(request, model, test, "is registered; it will be recorded on the chain in a moment")
     return render(request, "chat/model_form.html", {
         "errors": errors, "values": request.POST, "contexts": _contexts(), "test": test,
         "selected": request.POST.getlist("contexts")}, status=status)

@@ -36,7 +36,9 @@ class PeerRecordSerializer(serializers.Serializer):
 
 
 class BoardRowSerializer(serializers.Serializer):
-    rank = serializers.IntegerField(allow_null=True, help_text="Position by R (ties by name); null when provisional.")
+    rank = serializers.IntegerField(allow_null=True, help_text="1 + the ranked models whose whole R band lies above "
+                                    "this one's; null when not ranked (too little evidence).")
+    tied = serializers.BooleanField(help_text="Another ranked model has the same rank (shown as =rank).")
     model_id = serializers.CharField()
     name = serializers.CharField(help_text="The name in the model's latest metadata record on IPFS, or its short "
                                            "on-chain id when that record cannot be read.")
@@ -119,7 +121,9 @@ class BoardSerializer(serializers.Serializer):
     sort = serializers.ChoiceField(choices=boards.SORT_KEYS)
     dir = serializers.ChoiceField(choices=boards.DIRECTIONS)
     min_evaluations = serializers.IntegerField(help_text="Evaluations (automatic + human) needed to be ranked.")
+    min_rated = serializers.IntegerField(help_text="Answers rated by people needed to be ranked.")
     rule = serializers.CharField()
+    order = serializers.CharField(help_text="What orders the board and how sure it is, in one sentence.")
     band = serializers.CharField(help_text="How the R band is computed, in plain words.")
     debate = serializers.CharField(help_text="What debate_elo is, in plain words.")
     peer = serializers.CharField(help_text="What peer_elo is and when it was computed, in plain words.")
@@ -128,11 +132,12 @@ class BoardSerializer(serializers.Serializer):
     arena_text = serializers.CharField(help_text="What the arena columns mean, in plain words.")
     arena = ArenaSerializer(allow_null=True, help_text="The board's arena as a whole; null before its first vote.")
     ranked = BoardRowSerializer(many=True)
-    provisional = BoardRowSerializer(many=True, help_text="Models with fewer than min_evaluations evaluations.")
+    provisional = BoardRowSerializer(many=True, help_text="Models not ranked: fewer than min_evaluations "
+                                     "evaluations or fewer than min_rated rated answers.")
 
 
 def row_data(row: boards.BoardRow) -> dict:
-    return {"rank": row.rank, "model_id": row.model_id, "name": row.name,
+    return {"rank": row.rank, "tied": row.tied, "model_id": row.model_id, "name": row.name,
             "url": row.url, "r": str(row.r), "ra": str(row.ra), "rh": str(row.rh),
             "r_decimal": boards.wad_float(row.r), "ra_decimal": boards.wad_float(row.ra),
             "rh_decimal": boards.wad_float(row.rh), "n_auto": row.n_auto, "n_human": row.n_human,
@@ -161,7 +166,8 @@ def board_data(board: boards.Board) -> dict:
     lam = deployment_lambda()  # the Reputation contract's lambda of F_D (1e18 per minute), read once
     return {"context": {"context_id": board.context_id, "name": board.context_name},
             "generated_at": board.generated_at.isoformat(), "sort": board.sort, "dir": board.direction,
-            "min_evaluations": board.min_evaluations, "rule": board.rule, "band": boards.BAND_TEXT,
+            "min_evaluations": board.min_evaluations, "min_rated": board.min_rated, "rule": board.rule,
+            "order": board.order_text, "band": boards.BAND_TEXT,
             "lambda_per_minute": boards.format_lambda(lam[0]), "weight": boards.weight_text(*lam),
             "debate": boards.DEBATE_TEXT, "peer": board.peer_text,
             "peer_computed_at": board.peer_computed_at.isoformat() if board.peer_computed_at else None,

@@ -1,8 +1,9 @@
 """Reputation boards: one context's indexed reputations, ranked, as the page, the JSON and the CSV show them.
 
 `build_board` is the single domain function: it resolves the context, names each model from the
-registry (or its short on-chain id), splits the models with too few evaluations off as provisional,
-ranks the others by R (ties broken by name), and orders both lists by the requested column. Beside
+registry (or its short on-chain id), splits the models without enough evidence off as not yet ranked
+(`has_evidence`), ranks the others by their R band (`interval_ranks`: models whose bands overlap share
+a rank), and orders both lists by the requested column. Beside
 R each row carries the model's arena columns (Bradley–Terry Elo from the users' votes between two
 anonymous answers, with its interval, rank, battles and the style-controlled Elo: apps/leaderboard/arena.py,
 precomputed in ArenaEntry and rebuilt by /verify from the chain's events), the model's debate rating in
@@ -58,6 +59,11 @@ def min_evaluations() -> int:
     return settings.LLMCHAIN_BOARD_MIN_EVALUATIONS
 
 
+def min_rated() -> int:
+    """Rated answers (people's ratings that moved R) a model needs in a context to be ranked."""
+    return max(settings.LLMCHAIN_BOARD_MIN_RATED, BAND_MIN_HUMAN)
+
+
 BAND_TEXT = (
     f"The band under R is a {round(BAND_LEVEL * 100)}% bootstrap interval. R moves only when someone rates an "
     f"answer, so we take the model's rated answers in this context, draw the same number of them again at random "
@@ -69,17 +75,28 @@ BAND_TEXT = (
     f"from the chain gets the same one.")
 
 
-def weight_text(lambda_wad: int, from_chain: bool = True) -> str:
-    """How much a rating weighs with time, under the deployment's lambda, in words."""
+def _weight_after(lambda_wad: int) -> str:
     after = {label: decay_factor(minutes * WAD, lambda_wad) / WAD
              for label, minutes in (("a minute", 1), ("an hour", 60), ("a day", 1440))}
+    return ", ".join(f"{label} after the last counts for {fd:.3f}" for label, fd in after.items())
+
+
+def weight_text(lambda_wad: int, from_chain: bool = True) -> str:
+    """How much a rating weighs with time, under the deployment's lambda, in words (no formula)."""
+    return (f"A rating counts for more the longer its rater waited since their previous one, so that many "
+            f"ratings in a row count for little: a rating {_weight_after(lambda_wad)} of its full weight, which "
+            f"the rater's familiarity with the subject, trust and certainty set.")
+
+
+def weight_formula_text(lambda_wad: int, from_chain: bool = True) -> str:
+    """The same with its formula, for the page that explains the symbols."""
     where = ("fixed in the Reputation contract when it was deployed (its lambdaWad)" if from_chain else
              "the value this site deploys with (the chain could not be read just now)")
-    return (f"A rating's weight grows with the time since its rater's previous rating (or since they signed up), "
-            f"so that many ratings in a row count for little: the time factor is F_D = (1 - e^(-λD)) / "
-            f"(1 + e^(-λD)), with D in minutes (at most a day) and λ = {format_lambda(lambda_wad)} per minute, "
-            f"{where}. A rating {', '.join(f'{label} after the last weighs {fd:.3f}' for label, fd in after.items())}"
-            f" of its full weight (which the rater's familiarity, trust and certainty set).")
+    return (f"A rating's weight is w<sub>h</sub> = W<sub>h</sub> · F<sub>D</sub>. The time factor F<sub>D</sub> "
+            f"grows with D, the minutes since the rater's previous rating (or since they signed up; at most a "
+            f"day), so that many ratings in a row count for little: F<sub>D</sub> = (1 − e<sup>−λD</sup>) / "
+            f"(1 + e<sup>−λD</sup>), with λ = {format_lambda(lambda_wad)} per minute, {where}. A rating "
+            f"{_weight_after(lambda_wad)} of its full weight.")
 
 
 def format_lambda(lambda_wad: int) -> str:
@@ -106,10 +123,29 @@ def peer_text(context_id: str, computed_at: datetime | None, prompts: int) -> st
             f"so /verify does not check it.")
 
 
-def rule_text(minimum: int) -> str:
-    noun = "evaluation" if minimum == 1 else "evaluations"
-    return (f"A model needs at least {minimum} {noun} (automatic and human together) in this context "
-            f"to be ranked; models with fewer are listed apart as provisional.")
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def rule_text(minimum: int, rated: int | None = None) -> str:
+    """Why a model is ranked or not, in words."""
+    rated = min_rated() if rated is None else rated
+    return (f"A model is ranked once people have rated at least {rated} of its answers here and it has at least "
+            f"{_plural(minimum, 'evaluation')} in all: R moves only when a person rates an answer, so before that "
+            f"it is still about its starting value. Models with less are listed apart, not ranked.")
+
+
+def order_text(ranked: list, unranked: int, rated: int) -> str:
+    """The one sentence that says what orders the board and how sure it is."""
+    if not ranked:
+        return (f"No model is ranked here yet: a rank needs at least {rated} answers rated by people "
+                f"(R moves only with their ratings); the {_plural(unranked, 'model')} below are listed unranked.")
+    widths = [row.band_hi - row.band_lo for row in ranked]
+    tied = sum(1 for row in ranked if row.tied)
+    ties = (f"{tied} of the {len(ranked)} ranked models share one" if tied else "no two ranked models share one")
+    return (f"Ranked by R, the reputation people's ratings give a model here; models whose 95% bands overlap share "
+            f"a rank (=), and here the bands are {sum(widths) / len(widths):.3f} wide on average (R runs from 0 "
+            f"to 1), so {ties}.")
 
 
 # A row's arena columns and the ArenaEntry / arena.ArenaLine attribute each comes from.
@@ -139,7 +175,8 @@ class BoardRow:
     band_lo: float | None = None
     band_hi: float | None = None
     band_n: int = 0
-    rank: int | None = None  # None: provisional
+    rank: int | None = None  # None: not ranked (too little evidence)
+    tied: bool = False  # another ranked model has the same rank
     debate_elo: float | None = None  # None: no settled debate in this context
     debate_games: int = 0
     peer_elo: float | None = None  # None: not in the context's latest peer self-evaluation
@@ -172,6 +209,13 @@ class BoardRow:
     @property
     def evaluations(self) -> int:
         return self.n_auto + self.n_human
+
+    @property
+    def rank_text(self) -> str:
+        """The rank as shown: "=2" when shared, "–" when not ranked."""
+        if self.rank is None:
+            return "–"
+        return f"={self.rank}" if self.tied else str(self.rank)
 
     @property
     def short_id(self) -> str:
@@ -233,7 +277,8 @@ class Board:
     direction: str
     min_evaluations: int
     ranked: list[BoardRow]
-    provisional: list[BoardRow]
+    provisional: list[BoardRow]  # not ranked: too little evidence
+    min_rated: int = BAND_MIN_HUMAN
     generated_at: datetime = field(default_factory=timezone.now)
     peer_computed_at: datetime | None = None  # when the context's latest peer self-evaluation ran
     peer_prompts: int = 0
@@ -245,7 +290,11 @@ class Board:
 
     @property
     def rule(self) -> str:
-        return rule_text(self.min_evaluations)
+        return rule_text(self.min_evaluations, self.min_rated)
+
+    @property
+    def order_text(self) -> str:
+        return order_text(self.ranked, len(self.provisional), self.min_rated)
 
     @property
     def peer_text(self) -> str:
@@ -308,13 +357,35 @@ def _order(rows: list[BoardRow], sort: str, direction: str) -> list[BoardRow]:
             + [row for row in rows if row.value(sort) is None])
 
 
-def rank_rows(rows: list[BoardRow], sort: str, direction: str, minimum: int) -> tuple[list, list]:
-    """(ranked, provisional): rows with at least `minimum` evaluations get ranks by R (ties by name),
-    the others are provisional; both lists in the requested order."""
-    eligible = [row for row in rows if row.evaluations >= minimum]
-    provisional = [row for row in rows if row.evaluations < minimum]
-    ranked = [replace(row, rank=i) for i, row in enumerate(_order(eligible, "r", "desc"), start=1)]
-    return _order(ranked, sort, direction), _order(provisional, sort, direction)
+def has_evidence(row: BoardRow, minimum: int, rated: int) -> bool:
+    """Enough to rank a model: `minimum` evaluations in all and `rated` of them rated by people (the
+    only evaluations that move R), hence an R band."""
+    return row.evaluations >= minimum and row.band_n >= rated and row.band_lo is not None
+
+
+def interval_ranks(rows: list[BoardRow]) -> list[BoardRow]:
+    """Each row ranked 1 + the number of rows whose whole band lies above its own, so that models whose
+    bands overlap share a rank; ordered by rank, then R, then name."""
+    ranks = [1 + sum(1 for other in rows if other.band_lo > row.band_hi) for row in rows]
+    counts = {rank: ranks.count(rank) for rank in ranks}
+    ranked = [replace(row, rank=rank, tied=counts[rank] > 1) for row, rank in zip(rows, ranks)]
+    return sorted(ranked, key=lambda row: (row.rank, -row.r, row.name.casefold(), row.model_id))
+
+
+def rank_rows(rows: list[BoardRow], sort: str, direction: str, minimum: int,
+              rated: int | None = None) -> tuple[list, list]:
+    """(ranked, unranked): rows with enough evidence (`has_evidence`) ranked by their R bands
+    (`interval_ranks`), the others unranked; both lists in the requested order (by R: the ranks'
+    order; the unranked by their automatic score, since their R has not moved)."""
+    rated = min_rated() if rated is None else rated
+    eligible = [row for row in rows if has_evidence(row, minimum, rated)]
+    unranked = [row for row in rows if not has_evidence(row, minimum, rated)]
+    ranked = interval_ranks(eligible)
+    if sort == "r":
+        if direction == "asc":
+            ranked = ranked[::-1]
+        return ranked, _order(unranked, "ra", direction)
+    return _order(ranked, sort, direction), _order(unranked, sort, direction)
 
 
 def build_board(context_id: str | None, sort: str | None = None, direction: str | None = None, *,
@@ -331,11 +402,11 @@ def build_board(context_id: str | None, sort: str | None = None, direction: str 
     rows = [BoardRow.from_entry(e, debates.get(e.model_id), peers.get(e.model_id), lines.get(e.model_id))
             for e in BoardEntry.objects.filter(context_id=context_id).defer("history")]
     state = ArenaBoard.objects.filter(context_id=context_id).first()
-    minimum = min_evaluations()
-    ranked, provisional = rank_rows(rows, sort, direction, minimum)
+    minimum, rated = min_evaluations(), min_rated()
+    ranked, provisional = rank_rows(rows, sort, direction, minimum, rated)
     run = next(iter(peers.values()), None)  # every row of a context comes from its latest run
     return Board(context_id=context_id, context_name=name, sort=sort, direction=direction, min_evaluations=minimum,
-                 ranked=ranked, provisional=provisional, peer_computed_at=run.computed_at if run else None,
+                 min_rated=rated, ranked=ranked, provisional=provisional, peer_computed_at=run.computed_at if run else None,
                  peer_prompts=run.prompts if run else 0,
                  arena=ArenaSummary.of(state, {row.model_id: row.name for row in rows}) if state else None)
 
@@ -399,7 +470,7 @@ def cached(kind: str, context_id: str, sort: str, direction: str, produce):
     version = entries.version(context_id or None)
     if not version:
         return produce()
-    key = f"board:{version}:{min_evaluations()}:{kind}:{context_id}:{sort}:{direction}"
+    key = f"board:{version}:{min_evaluations()}:{min_rated()}:{kind}:{context_id}:{sort}:{direction}"
     value = cache.get(key)
     if value is None:
         value = produce()

@@ -47,7 +47,7 @@ def records(progress: Callable[[int, int], None] | None = None, every: int = 100
             "context_id": c.context.context_id, "context": c.context.name,
             "model_id": c.model.model_id, "model": c.model.name, "prompt": i.prompt, "answer": i.answer,
             "finish_reason": i.finish_reason or None, "date": i.created_at.date().isoformat(),
-            "sa": (int(job.sa) / 10**18 if job and job.sa else None),
+            "sa": (int(job.sa) / 10**18 if job and job.has_reference else None),
             "has_reference": job.has_reference if job else None,
             "evidence_cid": (job.evidence_cid or None) if job else None,
             "rating": ({**rating.answers(), "tags": rating.tags} if rating else None),  # the comment stays private

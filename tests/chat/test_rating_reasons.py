@@ -98,12 +98,21 @@ def test_familiarity_comes_from_the_context_and_trust_from_the_model(answered, s
 
 def test_what_a_rating_did_is_said_in_words(answered):
     alice, interaction = answered
-    onchain = SimpleNamespace(wh=30 * 10**15, d_minutes=5 * 10**18)
+    onchain = SimpleNamespace(wh=30 * 10**15, d_minutes=5 * 10**18, has_reference=False, wa=0)
     moves = [{"context": "coding", "done": True, "r": (5 * 10**17, 512 * 10**15)}]
     said = what_it_did(interaction, onchain, moves)
     assert said.startswith("Your rating counted for 0.030 of a full rating (it came 5 minutes after your previous")
-    assert "moved m's reputation R in coding from 0.5000 to 0.5120 (+0.0120)" in said
-    first = what_it_did(interaction, SimpleNamespace(wh=6 * 10**17, d_minutes=1440 * 10**18),
+    assert "moved m's reputation in coding from 0.5000 to 0.5120 (+0.0120): all of it from your rating" in said
+    first = what_it_did(interaction, SimpleNamespace(wh=6 * 10**17, d_minutes=1440 * 10**18, has_reference=False),
                         [{"context": "coding", "done": True, "r": (None, 55 * 10**16)}])
-    assert "counted for 0.600" in first and "set m's first reputation R in coding at 0.5500" in first
+    assert "counted for 0.600" in first and "set m's first reputation in coding at 0.5500" in first
+
+
+def test_a_move_of_r_is_credited_to_the_rating_and_to_the_automatic_score_by_their_weights(answered):
+    """A rating weighing 0.002 folded in with an automatic score weighing 0.5: R's move comes almost all
+    from the automatic score (2 * 0.002 against 0.5), and the sentence says so."""
+    alice, interaction = answered
+    onchain = SimpleNamespace(wh=2 * 10**15, d_minutes=2 * 10**18, has_reference=True, wa=5 * 10**17)
+    said = what_it_did(interaction, onchain, [{"context": "coding", "done": True, "r": (5 * 10**17, 4819 * 10**14)}])
+    assert "from 0.5000 to 0.4819 (-0.0181): about 1% of that from your rating and 99% from the automatic score" in said
     assert what_it_did(interaction, onchain, [{**moves[0], "done": False}]) == ""  # not known yet

@@ -32,35 +32,60 @@ def rep(model: int, r: float, *, ra=0.5, rh=0.5, n_auto=5, n_human=0, block=10, 
 
 @pytest.fixture
 def board_data():
-    """Four ranked models (two tied on R) and one provisional, in the `math` context."""
+    """Four ranked models (alpha and bravo cannot be told apart) and two not ranked, in the `math` context."""
     Context.objects.create(context_id=CTX, name="math", block_number=1)
     rep(1, 0.7, ra=0.9, rh=0.1, n_auto=5, n_human=3, block=30, name="alpha", band=(0.61, 0.78), spark=(0.5, 0.6, 0.7))
-    rep(2, 0.7, ra=0.2, rh=0.8, n_auto=9, n_human=0, block=10, name="bravo")
-    rep(3, 0.9, ra=0.5, rh=0.6, n_auto=2, n_human=4, block=20, name="charlie")
-    rep(4, 0.2, ra=0.3, rh=0.3, n_auto=5, n_human=1, block=40)  # no readable metadata: shown by its short id
-    rep(5, 0.99, ra=0.99, rh=0.0, n_auto=4, n_human=0, block=50)  # provisional: 4 < 5
+    rep(2, 0.7, ra=0.2, rh=0.8, n_auto=9, n_human=3, block=10, name="bravo", band=(0.66, 0.74))
+    rep(3, 0.9, ra=0.5, rh=0.6, n_auto=2, n_human=4, block=20, name="charlie", band=(0.85, 0.93))
+    rep(4, 0.2, ra=0.3, rh=0.3, n_auto=5, n_human=3, block=40, band=(0.1, 0.3))  # no metadata: its short id
+    rep(5, 0.99, ra=0.99, rh=0.0, n_auto=4, n_human=0, block=50)  # not ranked: 4 evaluations < 5
+    rep(6, 0.5, ra=0.4, rh=0.5, n_auto=9, n_human=0, block=60, name="delta")  # not ranked: nobody rated it
 
 
 def names(rows):
     return [r.name for r in rows]
 
 
-def test_ranking_by_r_ties_broken_by_name_and_provisional_apart(board_data):
+def test_models_whose_bands_overlap_share_a_rank_and_models_without_ratings_are_not_ranked(board_data):
     board = boards.build_board(CTX)
     assert board.context_name == "math" and board.sort == "r" and board.direction == "desc"
     assert names(board.ranked) == ["charlie", "alpha", "bravo", boards.short_id(mid(4))]
-    assert [r.rank for r in board.ranked] == [1, 2, 3, 4]
-    assert [r.model_id for r in board.provisional] == [mid(5)] and board.provisional[0].rank is None
+    assert [r.rank for r in board.ranked] == [1, 2, 2, 4]
+    assert [r.rank_text for r in board.ranked] == ["1", "=2", "=2", "4"]
+    # Not ranked, listed by their automatic score (their R never moved), with no rank.
+    assert [r.model_id for r in board.provisional] == [mid(5), mid(6)]
+    assert [r.rank_text for r in board.provisional] == ["–", "–"]
     assert board.ranked[0].url == f"/reputation/{mid(3)}/"
+    assert "share a rank" in board.order_text and "0.133 wide on average" in board.order_text
+    assert "2 of the 4 ranked models share one" in board.order_text
+
+
+def test_a_rank_needs_rated_answers_however_many_automatic_scores_a_model_has(board_data):
+    rep(7, 0.95, n_auto=500, n_human=2, name="echo", band=(0.94, 0.96))  # two ratings: below the minimum of 3
+    board = boards.build_board(CTX)
+    assert "echo" not in names(board.ranked) and "echo" in names(board.provisional)
+    assert "rated at least 3 of its answers" in board.rule
+    with override_settings(LLMCHAIN_BOARD_MIN_RATED=2):
+        board = boards.build_board(CTX)
+        assert names(board.ranked)[0] == "echo" and board.ranked[0].rank_text == "1"
+
+
+def test_a_board_where_nobody_rated_ranks_nothing_and_says_so():
+    Context.objects.create(context_id=CTX, name="math", block_number=1)
+    for k, ra in enumerate((0.3, 0.8, 0.5), start=1):
+        rep(k, 0.5, ra=ra, n_auto=9, name=f"m{k}")
+    board = boards.build_board(CTX)
+    assert board.ranked == [] and names(board.provisional) == ["m2", "m3", "m1"]  # by automatic score
+    assert board.order_text.startswith("No model is ranked here yet")
 
 
 @pytest.mark.parametrize("sort, direction, expected", [
-    ("r", "asc", ["0x04", "alpha", "bravo", "charlie"]),
+    ("r", "asc", ["0x04", "bravo", "alpha", "charlie"]),
     ("ra", "desc", ["alpha", "charlie", "0x04", "bravo"]),
     ("ra", "asc", ["bravo", "0x04", "charlie", "alpha"]),
     ("rh", "desc", ["bravo", "charlie", "0x04", "alpha"]),
     ("n_auto", "desc", ["bravo", "0x04", "alpha", "charlie"]),  # 0x04 and alpha tie on 5: by name
-    ("n_human", "desc", ["charlie", "alpha", "0x04", "bravo"]),
+    ("n_human", "desc", ["charlie", "0x04", "alpha", "bravo"]),
     ("block", "asc", ["bravo", "charlie", "alpha", "0x04"]),
     ("name", "asc", ["0x04", "alpha", "bravo", "charlie"]),
     ("name", "desc", ["charlie", "bravo", "alpha", "0x04"]),
@@ -68,8 +93,8 @@ def test_ranking_by_r_ties_broken_by_name_and_provisional_apart(board_data):
 def test_each_sort_order_keeps_the_rank_by_r(board_data, sort, direction, expected):
     board = boards.build_board(CTX, sort, direction)
     assert [n[:4] if n.startswith("0x") else n for n in names(board.ranked)] == expected
-    ranks = {r.name: r.rank for r in board.ranked}
-    assert ranks["charlie"] == 1 and ranks["alpha"] == 2 and ranks["bravo"] == 3
+    ranks = {r.name: r.rank_text for r in board.ranked}
+    assert ranks["charlie"] == "1" and ranks["alpha"] == "=2" and ranks["bravo"] == "=2"
 
 
 def test_defaults_and_bad_sort_parameters(board_data):
@@ -89,14 +114,14 @@ def test_defaults_and_bad_sort_parameters(board_data):
 def test_the_threshold_comes_from_settings(board_data):
     with override_settings(LLMCHAIN_BOARD_MIN_EVALUATIONS=7):
         board = boards.build_board(CTX)
-        assert names(board.ranked) == ["alpha", "bravo"]  # 8 and 9 evaluations
+        assert names(board.ranked) == ["alpha", "bravo", boards.short_id(mid(4))]  # 8, 12 and 8 evaluations
         assert len(board.provisional) == 3 and board.min_evaluations == 7
     with override_settings(LLMCHAIN_BOARD_MIN_EVALUATIONS=0):
-        assert len(boards.build_board(CTX).ranked) == 5
+        assert len(boards.build_board(CTX).ranked) == 4, "without ratings, no rank, whatever the minimum"
 
 
 def test_global_board_needs_no_context_row():
-    rep(1, 0.5, context=GLOBAL)
+    rep(1, 0.5, context=GLOBAL, n_human=3, band=(0.4, 0.6))
     board = boards.build_board(None)
     assert board.context_id == GLOBAL and board.context_name == "Global" and len(board.ranked) == 1
 
@@ -117,6 +142,7 @@ def test_full_page_shows_sortable_headers_provisional_section_and_exports(client
     assert f"?context={CTX}&amp;sort=ra&amp;dir=desc" in page
     assert 'aria-sort="descending" data-sort="r"' in page
     assert "Not yet ranked" in page and "at least 5 evaluations" in page
+    assert '<td class="rank">=2</td>' in page and "share a rank" in page
     assert page.index("Not yet ranked") > page.index(">bravo<")
     assert page.index(f'title="{mid(5)}"') > page.index("Not yet ranked")
     assert f'href="/api/boards/{CTX}?sort=r&amp;dir=desc"' in page
@@ -162,12 +188,12 @@ def test_empty_and_all_provisional_boards(client):
     assert "No evaluations recorded" in client.get("/", {"context": CTX}).content.decode()
     rep(1, 0.5, n_auto=1)
     page = client.get("/", {"context": CTX}).content.decode()
-    assert "No model has enough evaluations" in page and "Not yet ranked" in page
+    assert "No model is ranked here yet" in page and "Not yet ranked" in page
 
 
 def test_script_names_are_escaped(client):
     Context.objects.create(context_id=CTX, name="<script>x</script>", block_number=1)
-    rep(1, 0.5, name="<script>m</script>", spark=(0.1, 0.2))
+    rep(1, 0.5, name="<script>m</script>", spark=(0.1, 0.2), n_human=3, band=(0.4, 0.6))
     for headers in ({}, {"HX-Request": "true", "HX-Target": "board"}):
         page = client.get("/", {"context": CTX}, headers=headers).content.decode()
         assert "<script>x</script>" not in page and "&lt;script&gt;x&lt;/script&gt;" in page
@@ -187,13 +213,14 @@ def test_json_export(client, board_data):
     assert "at least 5 evaluations" in data["rule"] and data["generated_at"]
     assert [r["name"] for r in data["ranked"]][1:] == ["alpha", "bravo", "charlie"]
     alpha = data["ranked"][1]
-    assert alpha["rank"] == 2 and alpha["r"] == str(7 * 10**17) and alpha["r_decimal"] == pytest.approx(0.7)
+    assert alpha["rank"] == 2 and alpha["tied"] is True and data["ranked"][3]["tied"] is False and alpha["r"] == str(7 * 10**17) and alpha["r_decimal"] == pytest.approx(0.7)
     assert alpha["ra"] == str(9 * 10**17) and alpha["rh_decimal"] == pytest.approx(0.1)
     assert alpha["url"] == f"/reputation/{mid(1)}/"
     assert (alpha["n_auto"], alpha["n_human"], alpha["evaluations"], alpha["block_number"]) == (5, 3, 8, 30)
     assert alpha["r_band"] == [0.61, 0.78] and alpha["r_band_n"] == 3 and alpha["spark"] == [0.5, 0.6, 0.7]
-    assert data["ranked"][0]["r_band"] is None and "bootstrap" in data["band"]
-    assert [(r["model_id"], r["rank"]) for r in data["provisional"]] == [(mid(5), None)]
+    assert data["provisional"][0]["r_band"] is None and "bootstrap" in data["band"]
+    assert "share a rank" in data["order"]
+    assert [(r["model_id"], r["rank"]) for r in data["provisional"]] == [(mid(5), None), (mid(6), None)]
 
 
 def test_json_export_errors(client, board_data):
@@ -214,11 +241,12 @@ def test_csv_export(client, board_data):
     assert rows[0] == boards.CSV_HEADER
     assert [r[3] for r in rows[1:5]] == ["alpha", boards.short_id(mid(4)), "charlie", "bravo"]
     assert rows[5][1] == "provisional" and rows[5][0] == "" and rows[5][2] == mid(5)
+    assert rows[6][1] == "provisional" and rows[6][3] == "delta"
     alpha = dict(zip(rows[0], rows[1]))
     assert alpha["rank"] == "2" and alpha["status"] == "ranked" and alpha["r"] == str(7 * 10**17)
     assert alpha["r_decimal"] == "0.700000" and alpha["evaluations"] == "8" and alpha["block_number"] == "30"
     assert (alpha["r_band_low"], alpha["r_band_high"]) == ("0.610000", "0.780000")
-    assert len(rows) == 6
+    assert len(rows) == 7
 
 
 def test_csv_export_errors(client):
@@ -239,7 +267,7 @@ def test_the_index_lists_every_board_global_first(client, board_data):
     rep(1, 0.5, context=GLOBAL, name="alpha")
     Context.objects.create(context_id="0x" + "cd" * 32, name="coding", block_number=2)
     data = client.get("/api/boards/").json()
-    assert [(b["name"], b["models"]) for b in data["boards"]] == [("Global", 1), ("coding", 0), ("math", 5)]
+    assert [(b["name"], b["models"]) for b in data["boards"]] == [("Global", 1), ("coding", 0), ("math", 6)]
     math = data["boards"][2]
     assert math["context_id"] == CTX and math["url"] == f"/api/boards/{CTX}" and math["csv_url"].endswith(".csv")
     assert client.get(math["url"]).status_code == 200

@@ -48,7 +48,7 @@ def debated():
     """Models 1-3 debated in `math`, model 4 ranked there but never debated."""
     Context.objects.create(context_id=CTX, name="math", block_number=1)
     for m, name in ((1, "alpha"), (2, "bravo"), (3, "charlie"), (4, "delta")):
-        rep(m, 0.5 + m / 100, name=name)
+        rep(m, 0.5 + m / 100, name=name, n_human=3, band=(0.5 + m / 100 - 0.001, 0.5 + m / 100 + 0.001))
     debate(1, 2, consensus=1)  # alpha beat bravo
     debate(2, 3, consensus=1)
     debate(2, 3, consensus=0)  # a tie

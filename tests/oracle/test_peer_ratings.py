@@ -28,16 +28,21 @@ def stored(context) -> dict[str, PeerRating]:
     return {r.model_name: r for r in PeerRating.objects.filter(context_id=context.context_id)}
 
 
+def ranked_enough(r: float) -> dict:
+    """Three rated answers and a narrow band around R: enough to be ranked."""
+    return {"band_lo": r - 0.01, "band_hi": r + 0.01, "band_n": 3}
+
+
 @pytest.fixture
 def board_world(writing_world):  # noqa: F811
     """The four models of `writing` on its board (R: sea-poet highest), and one model without answers."""
     writing = writing_world["writing"]
     for k, (name, model) in enumerate(sorted(writing_world["models"].items())):
         BoardEntry.objects.create(model_id=model.model_id, context_id=writing.context_id, name=name,
-                                  r=int((0.5 + k / 10) * WAD), ra=WAD // 2, rh=WAD // 2, n_auto=5, n_human=0,
-                                  block_number=10 + k)
+                                  r=int((0.5 + k / 10) * WAD), ra=WAD // 2, rh=WAD // 2, n_auto=5, n_human=3,
+                                  block_number=10 + k, **ranked_enough(0.5 + k / 10))
     BoardEntry.objects.create(model_id=UNRATED, context_id=writing.context_id, name="<b>quiet</b>", r=WAD // 10,
-                              ra=0, rh=0, n_auto=5, n_human=0, block_number=9)
+                              ra=0, rh=0, n_auto=5, n_human=3, block_number=9, **ranked_enough(0.1))
     return writing_world
 
 
@@ -193,7 +198,7 @@ def test_the_global_board_has_no_peer_elo_and_says_why(client, board_world):
     refresh_peer_ratings(writing, scorer=WordOverlap())
     sea = board_world["models"]["sea-poet"]
     BoardEntry.objects.create(model_id=sea.model_id, context_id=GLOBAL_CONTEXT_ID, name="sea-poet", r=WAD // 2,
-                              ra=0, rh=0, n_auto=5, n_human=0, block_number=10)
+                              ra=0, rh=0, n_auto=5, n_human=3, block_number=10, **ranked_enough(0.5))
     board = boards.build_board(GLOBAL_CONTEXT_ID, "peer_elo")
     assert [row.peer_elo for row in board.rows] == [None]
     assert "the global board has none" in board.peer_text

@@ -10,8 +10,8 @@ register.filter("get_item", get_item)
 
 
 # (label, subscript) of each sortable column.
-SORT_LABELS = {"name": ("Model", ""), "r": ("R", ""), "ra": ("R", "a"), "rh": ("R", "h"), "n_auto": ("automatic", ""),
-               "n_human": ("human", ""), "block": ("last change", ""), "debate_elo": ("Debate Elo", ""),
+SORT_LABELS = {"name": ("Model", ""), "r": ("R", ""), "ra": ("R", "a"), "rh": ("R", "h"),
+               "n_auto": ("Auto scores", ""), "n_human": ("Ratings", ""), "block": ("Last change", ""), "debate_elo": ("Debate Elo", ""),
                "peer_elo": ("Peer Elo", ""), "arena_elo": ("Arena Elo", ""), "style_elo": ("Style-controlled Elo", ""),
                "battles": ("Battles", "")}
 
@@ -27,8 +27,21 @@ def board_url(board, context_id=None):
     return board_query(context_id or board.context_id, board.sort, board.direction)
 
 
+# The board's columns beyond the compact default (rank, model, R, its band, arena Elo, ratings, automatic
+# scores): (css class of their cells, label in the column chooser). static/js/board.js shows the ones a
+# visitor picks and remembers them; without scripts every column shows.
+OPTIONAL_COLUMNS = (("trend", "Trend"), ("ra", "Automatic part Rₐ"), ("rh", "People's part Rₕ"),
+                    ("style-elo", "Style-controlled Elo"), ("battles", "Battles"), ("debate-elo", "Debate Elo"),
+                    ("peer-elo", "Peer Elo"), ("changed", "Last change"))
+
+
+@register.simple_tag
+def optional_columns():
+    return OPTIONAL_COLUMNS
+
+
 @register.inclusion_tag("leaderboard/_sort_th.html")
-def sort_th(board, key):
+def sort_th(board, key, css=""):
     """A sortable column header: clicking it swaps only #board-table; a second click reverses the order."""
     from apps.leaderboard.boards import default_direction
     current = board.sort == key
@@ -39,7 +52,7 @@ def sort_th(board, key):
     label, subscript = SORT_LABELS[key]
     return {"url": board_query(board.context_id, key, next_dir), "label": label, "subscript": subscript,
             "key": key, "aria_sort": ("ascending" if board.direction == "asc" else "descending") if current else "none",
-            "current": current, "direction": board.direction}
+            "current": current, "direction": board.direction, "css": css}
 
 
 @register.simple_tag
@@ -90,7 +103,7 @@ def debate_cell(row):
         return mark_safe('<span class="muted" title="no settled debate in this context">—</span>')
     noun = "debate" if row.debate_games == 1 else "debates"
     return format_html('<span title="Bradley–Terry rating from {} settled {}">{}</span>'
-                       '<br><small class="muted">{} {}</small>',
+                       ' <small class="muted">{} {}</small>',
                        row.debate_games, noun, f"{row.debate_elo:.0f}", row.debate_games, noun)
 
 
@@ -106,24 +119,34 @@ def peer_cell(row):
                        wins, ties, losses, f"{row.peer_elo:.0f}")
 
 
-def _elo_cell(elo, low, high, rank, what: str, none_title: str):
-    """An arena score, rounded, with its 95% interval and its rank under it; "—" without one."""
+# Fewer votes than this behind a model's arena score: no interval is shown (one vote cannot make one).
+MIN_INTERVAL_BATTLES = 2
+
+
+def _elo_cell(elo, low, high, rank, battles: int, what: str, none_title: str):
+    """An arena score, rounded, with its 95% interval beside it (its rank in the title); "—" without one,
+    and no interval while too few votes stand behind it."""
     from django.utils.html import format_html
 
     if elo is None:
         return format_html('<span class="muted" title="{}">—</span>', none_title)
-    return format_html('<span title="{}: {} (95% interval {} to {}); rank {}">{}</span>'
-                       '<br><small class="muted">{}–{} · #{}</small>', what, f"{elo:.1f}", f"{low:.1f}",
-                       f"{high:.1f}", rank, f"{elo:.0f}", f"{low:.0f}", f"{high:.0f}", rank)
+    if battles < MIN_INTERVAL_BATTLES or round(low) == round(high):
+        noun = "vote" if battles == 1 else "votes"
+        return format_html('<span title="{}: {}; too few votes for an interval">{}</span>'
+                           ' <small class="muted">{} {}</small>', what, f"{elo:.1f}", f"{elo:.0f}", battles, noun)
+    return format_html('<span title="{}: {} (95% interval {} to {}); arena rank {}">{}</span>'
+                       ' <small class="muted">{}–{}</small>', what, f"{elo:.1f}", f"{low:.1f}", f"{high:.1f}", rank,
+                       f"{elo:.0f}", f"{low:.0f}", f"{high:.0f}")
 
 
 def arena_cell(row):
-    return _elo_cell(row.arena_elo, row.arena_ci_low, row.arena_ci_high, row.arena_rank, "Arena Elo",
+    return _elo_cell(row.arena_elo, row.arena_ci_low, row.arena_ci_high, row.arena_rank, row.battles, "Arena Elo",
                      "no counted arena vote on this board")
 
 
 def style_cell(row):
-    return _elo_cell(row.style_elo, row.style_ci_low, row.style_ci_high, row.style_rank, "Style-controlled Elo",
+    return _elo_cell(row.style_elo, row.style_ci_low, row.style_ci_high, row.style_rank, row.battles,
+                     "Style-controlled Elo",
                      "no counted arena vote on this board" if not row.battles else
                      "no style-controlled score on this board yet (see below)")
 
@@ -136,7 +159,7 @@ def battles_cell(row):
     if not row.battles:
         return mark_safe('<span class="muted" title="no counted arena vote on this board">—</span>')
     return format_html('<span title="{} wins, {} ties or both bad, {} losses">{}</span>'
-                       '<br><small class="muted">{}% won</small>', row.arena_wins, row.arena_ties,
+                       ' <small class="muted">{}% won</small>', row.arena_wins, row.arena_ties,
                        row.arena_losses, row.battles, f"{100 * row.arena_win_rate:.0f}")
 
 
@@ -181,7 +204,7 @@ def board_tbody(rows):
             band = format_html('<span class="band-text">{}–{}</span> {}', f"{row.band_lo:.4f}", f"{row.band_hi:.4f}",
                                band_bar(row))
         else:
-            band = mark_safe('<span class="muted" title="fewer than 2 rated answers">—</span>')
+            band = mark_safe('<span class="muted" title="fewer than 2 rated answers: no band">—</span>')
         if row.changed_at:
             changed = format_html('<time datetime="{}" title="block {}">{}</time>', row.changed_at.isoformat(),
                                   row.block_number, row.changed_at.strftime("%Y-%m-%d %H:%M"))
@@ -189,13 +212,13 @@ def board_tbody(rows):
             changed = format_html("block {}", row.block_number)
         out.append(format_html(
             '<tr data-model="{}"><td class="rank">{}</td>'
-            '<td class="model"><a href="{}">{}</a> <code title="{}">{}</code></td>'
-            '<td class="r">{}</td><td class="band">{}</td><td class="trend">{}</td>'
-            '<td class="arena-elo">{}</td><td class="style-elo">{}</td><td class="battles">{}</td>'
-            '<td class="debate-elo">{}</td><td class="peer-elo">{}</td><td class="ra">{}</td><td class="rh">{}</td>'
-            '<td class="n-auto">{}</td><td class="n-human">{}</td>'
+            '<td class="model"><a href="{}" title="{}">{}</a> <code title="{}">{}</code></td>'
+            '<td class="r">{}</td><td class="band">{}</td><td class="arena-elo">{}</td>'
+            '<td class="n-human">{}</td><td class="n-auto">{}</td><td class="trend">{}</td>'
+            '<td class="ra">{}</td><td class="rh">{}</td><td class="style-elo">{}</td><td class="battles">{}</td>'
+            '<td class="debate-elo">{}</td><td class="peer-elo">{}</td>'
             '<td class="changed">{}</td></tr>',
-            row.model_id, row.rank if row.rank else "–", row.url, row.name, row.model_id, row.short_id,
-            wad(row.r), band, sparkline(row.spark), arena_cell(row), style_cell(row), battles_cell(row),
-            debate_cell(row), peer_cell(row), wad(row.ra), wad(row.rh), row.n_auto, row.n_human, changed))
+            row.model_id, row.rank_text, row.url, row.name, row.name, row.model_id, row.short_id,
+            wad(row.r), band, arena_cell(row), row.n_human, row.n_auto, sparkline(row.spark), wad(row.ra),
+            wad(row.rh), style_cell(row), battles_cell(row), debate_cell(row), peer_cell(row), changed))
     return mark_safe("\n".join(out))
