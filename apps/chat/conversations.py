@@ -36,7 +36,25 @@ def start_conversation(user, model: RegisteredModel, context: Context, title: st
     if not running_models(context).filter(pk=model.pk).exists():
         raise ValidationError({"model": [f"{model.name} is not running for {context.name} right now."]})
     return Conversation.objects.create(user=user, model=model, context=context,
-                                       title=(title or f"{model.name} · {context.name}")[:200])
+                                       title=(title or default_title(model, context))[:200])
+
+
+def default_title(model: RegisteredModel, context: Context) -> str:
+    """A new conversation's name until its first message names it (title_from_prompt)."""
+    return f"{model.name} · {context.name}"
+
+
+TITLE_WORDS = 60  # characters of the first message a conversation is named by
+
+
+def title_from_prompt(prompt: str) -> str:
+    """A name for a conversation from its first message, as chat sites do: its first line, cut at a
+    word near TITLE_WORDS characters."""
+    line = " ".join(next((ln for ln in prompt.splitlines() if ln.strip()), "").split())
+    if len(line) <= TITLE_WORDS:
+        return line
+    cut = line[:TITLE_WORDS].rsplit(" ", 1)[0] or line[:TITLE_WORDS]
+    return cut.rstrip(" ,.;:") + "…"
 
 
 MAX_TITLE = 200
@@ -133,9 +151,14 @@ def begin_interaction(user, conversation: Conversation, prompt: str, replaces: I
     """The new turn, streaming. The conversation's row is locked while it is checked and created, so
     two requests at once (two tabs, a script) cannot both start an answer: one waits, then is refused."""
     with transaction.atomic():
-        Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
+        locked = Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
         prompt = check_prompt(user, conversation, prompt)
         arena.claim_prompt(conversation, prompt)
+        if (not conversation.interactions.exists() and not conversation.arena
+                and locked.title == default_title(conversation.model, conversation.context)):
+            # Named by its first message unless its owner named it already; renaming stays open.
+            conversation.title = title_from_prompt(prompt) or locked.title
+            Conversation.objects.filter(pk=conversation.pk).update(title=conversation.title)
         return Interaction.objects.create(conversation=conversation, prompt=prompt, replaces=replaces,
                                           interaction_id=hex32(secrets.token_bytes(32)))
 

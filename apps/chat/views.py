@@ -190,10 +190,24 @@ def not_rateable(view):
     return wrapped
 
 
-def rating_context(interaction, errors=None, preview=None, facts: ratings.TurnFacts | None = None) -> dict:
-    """What the rating box under an answer shows; `facts` read once for a page of turns (else for this one)."""
+def latest_unrated(conversation, interactions=None) -> int | None:
+    """The pk of the conversation's latest answer that is not rated yet: the one whose questionnaire shows
+    open (the others fold behind "Rate this answer"). `interactions`: the conversation's turns, already read."""
+    if interactions is not None:
+        return max((i.pk for i in interactions if i.status == Interaction.Status.DONE
+                    and getattr(i, "rating", None) is None), default=None)
+    return (conversation.interactions.filter(status=Interaction.Status.DONE, rating__isnull=True)
+            .order_by("-pk").values_list("pk", flat=True).first())
+
+
+def rating_context(interaction, errors=None, preview=None, facts: ratings.TurnFacts | None = None,
+                   unfolded: int | None | bool = True) -> dict:
+    """What the rating box under an answer shows; `facts` read once for a page of turns (else for this one).
+    `unfolded`: the pk of the answer whose questionnaire shows open, or True to work it out (latest_unrated)."""
     facts = facts or ratings.turn_facts([interaction])
     rating = getattr(interaction, "rating", None)
+    if unfolded is True:
+        unfolded = latest_unrated(interaction.conversation) if rating is None and not errors else None
     if rating is not None:
         rating = ratings.refresh(rating)
     onchain = facts.onchain.get(interaction.interaction_id)
@@ -209,7 +223,8 @@ def rating_context(interaction, errors=None, preview=None, facts: ratings.TurnFa
             "signer": signer, "key_kind": key_kind,
             "wallet": rating is None and relay.enabled() and key_kind == "wallet",
             "sign_again": rating is not None and ratings.can_sign_again(rating, key_kind),
-            "did": ratings.what_it_did(interaction, onchain, moves) if rating is not None else ""}
+            "did": ratings.what_it_did(interaction, onchain, moves) if rating is not None else "",
+            "unfolded": bool(errors) or unfolded == interaction.pk}
 
 
 @login_required
@@ -272,7 +287,8 @@ def conversation(request, pk):
     preview = ratings.weight_preview(request.user.profile.rating_address) if any(
         i.status == "done" and getattr(i, "rating", None) is None for i in interactions) else None
     facts = ratings.turn_facts(interactions)
-    turns = [(i, rating_context(i, preview=preview, facts=facts)) for i in interactions]
+    unfolded = latest_unrated(conv, interactions)
+    turns = [(i, rating_context(i, preview=preview, facts=facts, unfolded=unfolded)) for i in interactions]
     return render(request, "chat/conversation.html", {"conversation": conv, "turns": turns,
                                                       "questions": replay_questions(conv)})
 
@@ -527,7 +543,8 @@ def arena_battle(request, pk):
         interactions = list(conversation.interactions.select_related(*TURN_RELATED))
         facts = None if conversation.name_hidden else ratings.turn_facts(interactions)
         panes.append({"side": side, "conversation": conversation,
-                      "turns": [(i, None if conversation.name_hidden else rating_context(i, facts=facts))
+                      "turns": [(i, None if conversation.name_hidden else rating_context(i, facts=facts,
+                                                                                          unfolded=None))
                                 for i in interactions]})
     return render(request, "chat/arena_battle.html", {"battle": battle, "panes": panes,
                                                       "vote": _vote_context(battle)})

@@ -191,7 +191,8 @@ def test_an_answer_gets_its_automatic_score_on_chain_in_seconds(site, oracle_wor
     expect(evaluation).to_have_attribute("data-status", "onchain", timeout=120_000)
     seconds = time.monotonic() - started
     shot(page, "evaluation-onchain")
-    assert "S" in evaluation.inner_text() and "references asked: 2" in evaluation.inner_text()
+    assert "2 other models asked the same question" in evaluation.inner_text()
+    assert "automatic score recorded" in evaluation.inner_text()
     tx = evaluation.locator("code.tx").get_attribute("title")
     assert re.fullmatch(r"0x[0-9a-f]{64}", tx)
     link = evaluation.locator("a.evidence-link")
@@ -248,10 +249,10 @@ def test_a_developer_registers_a_model_and_it_reaches_the_chain(site, page, shot
     fill_model_form(page, name="tiny-7b", endpoint_url=endpoint.url)
     expect(page).to_have_url(re.compile(r"/models/\d+/$"))
     expect(page.locator("ul.messages")).to_contain_text(
-        "tiny-7b is registered; addModel is queued for the chain. The endpoint test passed:")
+        "tiny-7b is registered; it will be recorded on the chain in a moment. The endpoint test passed:")
     expect(page.locator("h1")).to_have_text("tiny-7b")
     expect(page.locator("a.cid")).to_have_text(re.compile(r"^baf[a-z2-7]{50,}$"))
-    expect(page.locator("dd.onchain")).to_contain_text(re.compile(r"addModel|registered in block"))
+    expect(page.locator("dd.onchain")).to_contain_text(re.compile(r"on its way to the chain|registered in block"))
     shot(page, "model-page-queued")
 
     deadline = time.monotonic() + 15

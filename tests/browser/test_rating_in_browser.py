@@ -218,19 +218,21 @@ def test_a_new_user_chats_rates_and_sees_rh_and_r_move_on_the_board(site, oracle
     page.goto(conversation_url)
     fill_questionnaire(page, pk, FIRST)
     preview = page.locator(f"#rating-{pk} p.note.weight")
-    expect(preview).to_contain_text("This is your first rating: it counts from your sign-up 1440.0 minutes ago")
+    expect(preview).to_contain_text("This is your first rating, 1440.0 minutes after you signed up")
     fd_full = decay(1440)
-    expect(preview).to_contain_text(f"FD = {fd_full:.3f} of its full weight ({fd_full:.3f} after a day; λ = 0.001 per "
-                                    "minute, fixed when the contracts were deployed)")
+    expect(preview).to_contain_text(f"so this one would count for {fd_full:.3f} of a full rating ({fd_full:.3f} a day "
+                                    "after the last)")
+    expect(preview.get_by_role("link", name="How is this computed?")).to_have_attribute("href", "/how/#weight")
     shot(page, "questionnaire")
     submit_and_wait_onchain(page, pk)
     section = page.locator(f"#rating-{pk}")
     expect(section.locator("table.moves tr[data-context]")).to_have_count(2)
     for cell in section.locator("table.moves td.r").all():
         expect(cell).to_contain_text("→")  # R moved too (updateReputation indexed), not "…"
-    note = section.locator("p.note.weight")
-    expect(note).to_contain_text("D = 1440.0 minutes")
-    expect(note).not_to_contain_text("counts for less")
+    did = section.locator("p.did")
+    expect(did).to_contain_text("your familiarity, trust and certainty set it")
+    expect(did).not_to_contain_text("count for less")
+    expect(did).to_contain_text(re.compile(r"about \d+% of that from your rating and \d+% from the automatic score"))
     assert section.locator("code.tx").count() == 2
     shot(page, "rating-onchain")
     shown_moves = moves(page, pk)

@@ -1,5 +1,5 @@
 """A site with something on every page, for the layout and accessibility tests: a board with a dozen
-models (long names) in a context and globally, a conversation with a Markdown answer holding code and
+models (long names; nine ranked, with ties, three not) in a context and globally, a conversation with a Markdown answer holding code and
 a table, an evidence record, a registered model, and an expert's queue item with a long debate."""
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class World:
         return {
             "anonymous": [("board", "/"), ("board-context", f"/?context={self.context}"), ("models", "/models/"),
                           ("model", f"/models/{self.registered}/"), ("reputation", f"/reputation/{self.model_id}/"),
-                          ("evidence", f"/evidence/{self.evidence}/"), ("verify", "/verify/"),
+                          ("evidence", f"/evidence/{self.evidence}/"), ("verify", "/verify/"), ("how", "/how/"),
                           ("metaeval", "/metaeval/"), ("report", "/annotate/report/"), ("login", "/login/"),
                           ("signup", "/signup/"), ("missing", "/no-such-page/")],
             "alice": [("chat", "/chat/"), ("conversation", f"/chat/{self.conversation}/"), ("account", "/account/"),
@@ -73,9 +73,11 @@ def build(tmp_path) -> World:
     for k, name in enumerate(names):
         model_id = "0x" + f"{k + 1:02x}" * 32
         for ctx in (writing, GLOBAL):
+            # Rated three times or more (k >= 3): ranked, with a band around R; neighbours' bands overlap.
+            band = {"band_lo": (50 + k) / 100 - 0.015, "band_hi": (50 + k) / 100 + 0.015, "band_n": k} if k >= 3 else {}
             BoardEntry.objects.create(model_id=model_id, context_id=ctx, name=name, ra=(40 + k) * WAD // 100,
                                       rh=(60 - k) * WAD // 100, r=(50 + k) * WAD // 100, n_auto=5 + k, n_human=k,
-                                      block_number=3)
+                                      block_number=3, **band)
     entries.bump(None)
 
     dave = developer("dave")

@@ -121,3 +121,28 @@ def test_the_api_searches_renames_and_deletes_with_the_same_rules(world):
     assert api.delete(f"/api/conversations/{world['letters'].pk}").status_code == 204
     assert api.delete(f"/api/conversations/{bobs.pk}").status_code == 404
     assert sorted(Conversation.objects.values_list("title", flat=True)) == ["Bob's tides", "Tides"]
+
+
+def test_a_conversation_is_named_by_its_first_message_unless_its_owner_named_it(replay_model):  # noqa: F811
+    model, writing = replay_model
+    alice = user("alice")
+    unnamed = start_conversation(alice, model, writing)
+    assert unnamed.title == conversations.default_title(model, writing)
+    conversations.begin_interaction(alice, unnamed, "  How do I\tcount the words in a file?\nWith Python, please.")
+    assert Conversation.objects.get(pk=unnamed.pk).title == "How do I count the words in a file?"
+    Interaction.objects.filter(conversation=unnamed).update(status=Interaction.Status.DONE)
+    conversations.begin_interaction(alice, unnamed, "And in a folder?")
+    assert Conversation.objects.get(pk=unnamed.pk).title == "How do I count the words in a file?", "the first only"
+
+    long = start_conversation(alice, model, writing)
+    conversations.begin_interaction(alice, long, "Write a sonnet about the harbour at dawn, with gulls, nets and "
+                                                 "the smell of tar, in the manner of a sailor")
+    assert Conversation.objects.get(pk=long.pk).title == "Write a sonnet about the harbour at dawn, with gulls, nets…"
+
+    named = start_conversation(alice, model, writing, "Poems about the sea")
+    conversations.begin_interaction(alice, named, "Write a haiku about tides")
+    assert Conversation.objects.get(pk=named.pk).title == "Poems about the sea"
+    renamed = start_conversation(alice, model, writing)
+    conversations.rename_conversation(alice, renamed, "My own name")
+    conversations.begin_interaction(alice, renamed, "Write a haiku about tides")
+    assert Conversation.objects.get(pk=renamed.pk).title == "My own name"

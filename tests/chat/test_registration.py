@@ -115,7 +115,7 @@ def test_the_registration_page_shows_errors_and_refuses_non_developers(client, e
     assert ok.status_code == 302
     model = RegisteredModel.objects.get(name="m1")
     page = client.get(ok["Location"]).content.decode()
-    assert model.metadata_cid in page and "addModel pending" in page
+    assert model.metadata_cid in page and "registration on its way to the chain" in page
 
 
 def test_an_owner_takes_a_model_offline_and_back_and_nobody_else_can(client):
@@ -230,7 +230,7 @@ def test_a_good_endpoint_passes_every_step_and_the_page_says_so_after_saving(cli
     model = RegisteredModel.objects.get(name="tiny-7b")
     assert page.redirect_chain == [(f"/models/{model.pk}/", 302)]
     shown = [str(m) for m in page.context["messages"]]
-    assert shown == [f"tiny-7b is registered; addModel is queued for the chain. The endpoint test passed: "
+    assert shown == [f"tiny-7b is registered; it will be recorded on the chain in a moment. The endpoint test passed: "
                      f"{endpoint.url}/models lists 1 model(s); it lists 'tiny'; it accepted the API key; "
                      "it answered a one-token completion ('OK')."]
     assert escape(shown[0]) in page.content.decode()
