@@ -168,7 +168,7 @@ def board_data(board: boards.Board) -> dict:
             "generated_at": board.generated_at.isoformat(), "sort": board.sort, "dir": board.direction,
             "min_evaluations": board.min_evaluations, "min_rated": board.min_rated, "rule": board.rule,
             "order": board.order_text, "band": boards.BAND_TEXT,
-            "lambda_per_minute": boards.format_lambda(lam[0]), "weight": boards.weight_text(*lam),
+            "lambda_per_minute": boards.format_lambda(lam[0]), "weight": boards.weight_text(lam[0]),
             "debate": boards.DEBATE_TEXT, "peer": board.peer_text,
             "peer_computed_at": board.peer_computed_at.isoformat() if board.peer_computed_at else None,
             "arena_text": board.arena_text, "arena": arena_data(board.arena, board.context_id),

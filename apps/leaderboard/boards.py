@@ -81,7 +81,7 @@ def _weight_after(lambda_wad: int) -> str:
     return ", ".join(f"{label} after the last counts for {fd:.3f}" for label, fd in after.items())
 
 
-def weight_text(lambda_wad: int, from_chain: bool = True) -> str:
+def weight_text(lambda_wad: int) -> str:
     """How much a rating weighs with time, under the deployment's lambda, in words (no formula)."""
     return (f"A rating counts for more the longer its rater waited since their previous one, so that many "
             f"ratings in a row count for little: a rating {_weight_after(lambda_wad)} of its full weight, which "

@@ -118,9 +118,9 @@ def test_only_the_latest_unrated_answer_shows_its_questionnaire_and_the_page_spe
         older, newest = page.locator(f"#rating-{first.pk}"), page.locator(f"#rating-{latest.pk}")
         expect(newest.get_by_role("button", name="Send my rating")).to_be_visible()
         expect(older.get_by_role("button", name="Send my rating")).to_be_hidden()
-        expect(older.locator("summary")).to_have_text("Rate this answer")
+        expect(older.locator("details.rate > summary")).to_have_text("Rate this answer")
         shot(page, f"{size}-folded")
-        older.locator("summary").click()
+        older.locator("details.rate > summary").click()
         expect(older.get_by_role("button", name="Send my rating")).to_be_visible()
         text = page.locator("main").inner_text()
         for word in ("humEval", "updateReputation", "autoEval", "S_h", "w_h", "F_D", "λ", "MiniLM", "Traceback"):

@@ -106,6 +106,7 @@ def test_what_a_rating_did_is_said_in_words(answered):
     first = what_it_did(interaction, SimpleNamespace(wh=6 * 10**17, d_minutes=1440 * 10**18, has_reference=False),
                         [{"context": "coding", "done": True, "r": (None, 55 * 10**16)}])
     assert "counted for 0.600" in first and "set m's first reputation in coding at 0.5500" in first
+    assert what_it_did(interaction, onchain, [{**moves[0], "done": False}]) == ""  # not known yet
 
 
 def test_a_move_of_r_is_credited_to_the_rating_and_to_the_automatic_score_by_their_weights(answered):
@@ -115,4 +116,3 @@ def test_a_move_of_r_is_credited_to_the_rating_and_to_the_automatic_score_by_the
     onchain = SimpleNamespace(wh=2 * 10**15, d_minutes=2 * 10**18, has_reference=True, wa=5 * 10**17)
     said = what_it_did(interaction, onchain, [{"context": "coding", "done": True, "r": (5 * 10**17, 4819 * 10**14)}])
     assert "from 0.5000 to 0.4819 (-0.0181): about 1% of that from your rating and 99% from the automatic score" in said
-    assert what_it_did(interaction, onchain, [{**moves[0], "done": False}]) == ""  # not known yet

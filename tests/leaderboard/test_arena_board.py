@@ -355,8 +355,10 @@ def test_the_page_shows_the_arena_beside_r_sortable_with_the_matrix(arena_board,
     assert f"?context={CTX}&amp;sort=style_elo&amp;dir=desc" in page
     assert page.index(">model-1<") < page.index(">model-4<") < page.index(">model-5<")
     one = next(r for r in boards.build_board(CTX).rows if r.model_id == mid(1))
-    assert f"{one.arena_ci_low:.0f}–{one.arena_ci_high:.0f} · #{one.arena_rank}" in page
-    assert f">{one.battles}</span><br><small class=\"muted\">{100 * one.arena_win_rate:.0f}% won</small>" in page
+    # One line: the score, its interval beside it, the arena rank in the title.
+    assert f"{one.arena_elo:.0f}</span> <small class=\"muted\">{one.arena_ci_low:.0f}–{one.arena_ci_high:.0f}</small>" in page
+    assert f"; arena rank {one.arena_rank}\">" in page
+    assert f">{one.battles}</span> <small class=\"muted\">{100 * one.arena_win_rate:.0f}% won</small>" in page
     row5 = page[page.index(f'<tr data-model="{mid(5)}"'):]
     row5 = row5[:row5.index("</tr>")]
     assert row5.count("—") >= 3 and "no counted arena vote on this board" in row5
@@ -402,7 +404,8 @@ def test_a_board_without_votes_says_so(client):
     assert "No arena vote has been counted on this board yet" in page and "win-matrix" not in page
     data = client.get(f"/api/boards/{CTX}").json()
     assert data["arena"] is None and "Bradley–Terry" in data["arena_text"]
-    assert (data["ranked"][0]["arena_elo"], data["ranked"][0]["battles"]) == (None, 0)
+    row = (data["ranked"] + data["provisional"])[0]
+    assert (row["arena_elo"], row["battles"]) == (None, 0)
 
 
 def test_the_json_and_the_csv_carry_the_arena_columns(arena_board, client):

@@ -291,3 +291,18 @@ def test_a_cached_board_moves_with_its_own_version_only(client, board_data):
     assert ">alpha2<" in page(CTX) and ">zulu<" in page(other), "only the moved board is re-rendered"
     entries.bump()  # e.g. a new context: every board
     assert ">zulu2<" in page(other)
+
+
+def test_one_vote_shows_an_arena_score_without_an_interval(client, board_data):
+    from apps.leaderboard.models import ArenaEntry
+
+    ArenaEntry.objects.create(model_id=mid(1), context_id=CTX, elo=1131.2, ci_low=1131.2, ci_high=1131.2, rank=1,
+                              battles=1, wins=1, ties=0, losses=0, win_rate=1.0)
+    ArenaEntry.objects.create(model_id=mid(2), context_id=CTX, elo=1040.0, ci_low=990.0, ci_high=1090.0, rank=1,
+                              battles=12, wins=6, ties=0, losses=6, win_rate=0.5)
+    page = client.get("/", {"context": CTX}).content.decode()
+    alpha = page[page.index(f'<tr data-model="{mid(1)}"'):]
+    alpha = alpha[:alpha.index("</tr>")]
+    assert ">1131</span> <small class=\"muted\">1 vote</small>" in alpha and "1131–1131" not in alpha
+    assert "too few votes for an interval" in alpha
+    assert ">1040</span> <small class=\"muted\">990–1090</small>" in page

@@ -129,3 +129,23 @@ def test_the_exported_folder_loads_in_the_hugging_face_datasets_library(people, 
     assert set(train.column_names) == {"interaction_id", "conversation", "turn", "context_id", "context", "model_id",
                                        "model", "prompt", "answer", "finish_reason", "date", "sa", "has_reference",
                                        "evidence_cid", "rating", "arena"}
+
+
+def test_an_answer_no_other_model_answered_has_no_automatic_score_in_the_downloads(people):
+    """Scored with no reference (nobody else answered): the score the job keeps is "0", which the
+    download and the dataset must not pass off as a score of 0."""
+    from apps.chat.models import Interaction
+    from apps.leaderboard.dataset import records
+    from apps.oracle.models import EvaluationJob
+
+    lonely, scored = Interaction.objects.filter(conversation__user=people["sharer"]).order_by("pk")
+    EvaluationJob.objects.filter(interaction=lonely).update(status="onchain", references=[], sa="0", wa="0")
+    EvaluationJob.objects.filter(interaction=scored).update(
+        status="onchain", references=[{"model": "0x" + "02" * 32, "text": "other", "score": "0"}], sa="0", wa="1")
+    client = Client()
+    client.login(username="sharer", password=PASSWORD)
+    turns = [t for c in json.loads(client.get("/account/export.json").content)["conversations"] for t in c["turns"]]
+    assert [t["evaluation"]["sa"] for t in turns] == [None, "0"], "no score is null; a real 0 stays 0"
+    rows = {row["prompt"]: row for row in records()}
+    assert rows["sharer question 0"]["sa"] is None and rows["sharer question 0"]["has_reference"] is False
+    assert rows["sharer question 1"]["sa"] == 0.0

@@ -126,7 +126,8 @@ def test_the_page_shows_the_column_beside_r_with_the_debates_counted(client, deb
     assert 'title="Bradley–Terry rating from 2 settled debates"' in cell(page, 1)
     assert "—" in cell(page, 4) and "debate" not in cell(page, 4).replace("no settled debate", "")
     header = page[page.index("<thead>"):page.index("</thead>")]
-    assert header.index('data-sort="r"') < header.index('data-sort="debate_elo"') < header.index('data-sort="ra"')
+    assert header.index('data-sort="r"') < header.index('data-sort="debate_elo"')
+    assert 'name="board-column" value="debate-elo"' in page, "one of the columns a click away"
     assert f"?context={CTX}&amp;sort=debate_elo&amp;dir=desc" in header
     assert "Debate Elo is a Bradley–Terry rating" in page and "not on-chain" in page
 

@@ -65,7 +65,7 @@ def checked(client, **params):
 
 def row(model: int, r: float, n: int = 6, **kw) -> BoardRow:
     fields = dict(model_id="0x" + f"{model:02x}" * 32, name=f"m{model}", r=int(r * WAD), ra=WAD // 2, rh=WAD // 2,
-                  n_auto=n, n_human=0, block_number=7, band_lo=0.1, band_hi=0.2)
+                  n_auto=n, n_human=0, block_number=7, band_lo=r - 0.01, band_hi=r + 0.01, band_n=3)
     return BoardRow(**{**fields, **kw})
 
 
@@ -74,7 +74,7 @@ def test_compare_reports_each_differing_cell_and_models_on_one_side_only():
     served = [replace(r, rank=i) for i, r in enumerate(chain[:2], start=1)] + [chain[2]]
     assert all(r.ok for r in compare(served, chain, 5))
 
-    tampered = [replace(served[0], band_hi=0.2 + 5e-7), replace(served[1], name="m2!"), row(9, 0.1, n=1)]
+    tampered = [replace(served[0], band_hi=served[0].band_hi + 5e-7), replace(served[1], name="m2!"), row(9, 0.1, n=1)]
     reports = {r.model_id: r for r in compare(tampered, chain, 5)}
     assert reports[chain[0].model_id].ok, "bands agree to 1e-6"
     assert [c.column for c in reports[chain[1].model_id].cells if not c.equal] == ["name"]

@@ -121,8 +121,9 @@ def test_the_board_shows_peer_elo_beside_debate_elo_with_the_record_in_the_title
             in cell(page, sea.model_id))
     assert "—" in cell(page, UNRATED)
     header = page[page.index("<thead>"):page.index("</thead>")]
-    order = [header.index(f'data-sort="{key}"') for key in ("debate_elo", "peer_elo", "ra")]
+    order = [header.index(f'data-sort="{key}"') for key in ("r", "debate_elo", "peer_elo")]
     assert order == sorted(order)
+    assert 'name="board-column" value="peer-elo"' in page, "one of the columns a click away"
     assert f"?context={writing.context_id}&amp;sort=peer_elo&amp;dir=desc" in header
     help_line = re.search(r'<p class="peer-help">(.*?)</p>', page, re.S).group(1)
     assert "answers to the same 3 prompts" in help_line and "not on-chain" in help_line

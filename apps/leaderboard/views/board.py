@@ -44,7 +44,7 @@ def board(request):
         html = render_to_string(f"leaderboard/_{kind}.html", {
             "board": board, "contexts": boards.board_contexts(), "global_id": GLOBAL_CONTEXT_ID,
             "band_text": boards.BAND_TEXT, "debate_text": boards.DEBATE_TEXT,
-            "weight_text": boards.weight_text(*deployment_lambda()),
+            "weight_text": boards.weight_text(deployment_lambda()[0]),
             "metaeval_runs": runs_for_context(board.context_id)})
         return {"name": board.context_name, "html": html}
 
