@@ -119,7 +119,7 @@ def test_the_form_page_shows_every_item_with_its_meaning_and_posts_a_rating(answ
     bad = client.post(f"/chat/interactions/{interaction.pk}/rating", {**GOOD, "trust": "9"})
     assert bad.status_code == 400 and "Choose an answer from 1 to 5" in bad.content.decode()
     ok = client.post(f"/chat/interactions/{interaction.pk}/rating", GOOD)
-    assert ok.status_code == 200 and "waiting for the interaction to be on-chain" in ok.content.decode()
+    assert ok.status_code == 200 and "saved; waiting for the answer to be recorded" in ok.content.decode()
     assert Rating.objects.get().reliability == 4
 
 
