@@ -489,7 +489,7 @@ def _optional(value, kind):
 # --- the comparison ----------------------------------------------------------------------------
 
 def _text(column: str, value: Any) -> str:
-    if value is ABSENT:
+    if isinstance(value, str) and value == ABSENT:
         return "—"
     if value is None:
         return "provisional" if column == "rank" else "none"
@@ -503,7 +503,8 @@ def _text(column: str, value: Any) -> str:
 
 
 def _equal(column: str, a: Any, b: Any) -> bool:
-    if a is ABSENT or b is ABSENT:
+    # By value: a report read back from the cache holds an equal string, not the same object.
+    if ABSENT in (a, b):
         return False
     if column in FLOAT_COLUMNS and a is not None and b is not None:
         return abs(a - b) <= FLOAT_COLUMNS[column]

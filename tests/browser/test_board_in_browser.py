@@ -14,7 +14,8 @@ from playwright.sync_api import expect
 
 from apps.chat.models import Interaction
 
-from .world import build, log_in
+from .test_layout_in_browser import open_as
+from .world import build
 
 pytestmark = [pytest.mark.browser, pytest.mark.chain, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -34,12 +35,8 @@ LINE = """() => parseFloat(getComputedStyle(document.querySelector('table.board 
 
 
 def open_at(chromium, site, size: str, who: str | None = None):
-    context = chromium.new_context(base_url=site.url, viewport=SIZES[size], is_mobile=size == "phone",
-                                   has_touch=size == "phone")
+    context, page = open_as(chromium, site, who, "phone" if size == "phone" else "desktop", viewport=SIZES[size])
     context.set_default_timeout(15_000)
-    page = context.new_page()
-    if who:
-        log_in(page, who)
     return context, page
 
 

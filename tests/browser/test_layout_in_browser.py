@@ -25,8 +25,9 @@ LUMINANCE = """(sel) => {
 }"""
 
 
-def open_as(chromium, site, who: str | None, size: str = "desktop", scheme: str = "light"):
-    context = chromium.new_context(base_url=site.url, viewport=SIZES[size], color_scheme=scheme,
+def open_as(chromium, site, who: str | None, size: str = "desktop", scheme: str = "light", viewport=None):
+    """A browser context (signed in as `who`, if any) at `size` ("desktop" or "phone"), or at `viewport`."""
+    context = chromium.new_context(base_url=site.url, viewport=viewport or SIZES[size], color_scheme=scheme,
                                    is_mobile=size == "phone", has_touch=size == "phone")
     page = context.new_page()
     if who:
