@@ -312,7 +312,10 @@ class PeerJudge(Evaluator):
             for side in ("a", "b"):
                 text = item[f"answer_{side}"]
                 answers.setdefault(str(item.get(f"model_{side}") or f"text:{text}"), text)
-        texts = list(dict.fromkeys(t for answers in pool.values() for t in answers.values()))
+        # a model may answer one question differently in two pairs (PandaLM has such): every pair's own
+        # texts are encoded too, not only the one the pool keeps per model
+        texts = list(dict.fromkeys([*(t for answers in pool.values() for t in answers.values()),
+                                    *(item[f"answer_{side}"] for item in items for side in ("a", "b"))]))
         enc = self.scorer.encode(texts)
         key = self.scorer.text_key
         verdicts = []

@@ -289,3 +289,12 @@ def test_as_a_pair_evaluator_a_model_never_judges_its_own_pair():
     items = [pair(1, "q", "x y", "z", "m1", "m2"), pair(2, "q", "x y", "w", "m1", "m3")]
     # for pair 1 the only third model is m3 ("w"), which covers neither side
     assert PeerJudge(WordOverlap()).compare(items) == ["tie", "tie"]
+
+
+def test_as_a_pair_evaluator_a_model_answering_one_question_differently_in_two_pairs_is_judged_on_each_text():
+    from lib.selfeval import PeerJudge
+
+    items = [pair(1, "q", "x y", "z", "m1", "m2"), pair(2, "q", "x y w", "z", "m1", "m2"),
+             pair(3, "q", "x", "y", "m3", "m4")]
+    # m1's two texts differ; the third and fourth models' answers judge both pairs
+    assert PeerJudge(WordOverlap()).compare(items) == ["a", "a", "tie"]
