@@ -72,7 +72,7 @@ from django.db.migrations.loader import MigrationLoader
 import numpy as np
 
 from apps.chain import evidence
-from apps.chain.models import ArenaBattle, Context, Interaction, LedgerModel, Reputation, ReputationChange
+from apps.chain.models import ArenaBattle, Context, LedgerInteraction, LedgerModel, Reputation, ReputationChange
 from apps.leaderboard import arena, arena_entries, boards, entries
 from apps.leaderboard.api import board_data
 from apps.leaderboard.models import AnswerStyle, ArenaEntry, BoardEntry
@@ -336,7 +336,7 @@ def fill(params: dict, out: Out) -> dict:
     call_command("migrate", verbosity=0, interactive=False)
     timings["migrate_s"] = time.perf_counter() - t
     out(f"setup: migrated the scratch database in {timings['migrate_s']:.1f} s")
-    if ReputationChange.objects.exists() or Interaction.objects.exists():
+    if ReputationChange.objects.exists() or LedgerInteraction.objects.exists():
         raise BenchError(f"{connection.settings_dict['NAME']} already holds indexed rows")
     if connection.vendor == "sqlite":  # a scratch file: durability does not matter while it is filled
         with connection.cursor() as cursor:
@@ -374,7 +374,7 @@ def fill(params: dict, out: Out) -> dict:
                 row[12] = connection.ops.adapt_decimalfield_value(Decimal(row[12]), 30, 0)
         with transaction.atomic():
             _insert(ReputationChange, CHANGE_COLUMNS, change_rows)
-            _insert(Interaction, INTERACTION_COLUMNS, interaction_rows)
+            _insert(LedgerInteraction, INTERACTION_COLUMNS, interaction_rows)
         insert += time.perf_counter() - t
         changes += len(change_rows)
         interactions += len(interaction_rows)
