@@ -75,3 +75,40 @@ def test_a_key_built_by_hand_is_caught():
                      'b = Concat(Value("register:"), OuterRef("address"))\n'
                      'c = f"{x}:addModel:"; d = "add a model: it waits"\n')
     assert hand_built_keys(tree, ["addModel", "register"]) == ["line 1: 'addModel:'", "line 2: 'register:'"]
+
+
+STRING_METHODS = {"split", "rsplit", "partition", "rpartition", "startswith", "endswith", "find", "rfind", "index",
+                  "rindex", "count", "replace", "strip", "removeprefix", "removesuffix", "lower", "casefold"}
+
+
+def last_error_parsed(tree: ast.AST) -> list[str]:
+    """Where code looks inside a `last_error` text: `in`, a string method, a regular expression."""
+    def is_last_error(node: ast.AST) -> bool:
+        return isinstance(node, ast.Attribute) and node.attr == "last_error"
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) and any(
+                is_last_error(side) for side in [node.left, *node.comparators]):
+            found.append(f"line {node.lineno}: in")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in STRING_METHODS and is_last_error(node.func.value):
+                found.append(f"line {node.lineno}: .{node.func.attr}()")
+            elif (isinstance(node.func.value, ast.Name) and node.func.value.id == "re"
+                  and any(is_last_error(arg) for arg in node.args)):
+                found.append(f"line {node.lineno}: re.{node.func.attr}()")
+    return sorted(found)
+
+
+def test_no_app_above_the_chain_layer_reads_meaning_out_of_last_error():
+    # Code compares OutboxItem.failure (a choice); last_error is the details, for operators.
+    found = {path: spots for path, tree in sources("apps", "bench", "ops", outside="apps/chain/")
+             if (spots := last_error_parsed(tree))}
+    assert found == {}
+
+
+def test_reading_meaning_out_of_last_error_is_caught():
+    tree = ast.parse('if "sign again" in item.last_error:\n    why = item.last_error.split(": ")[0]\n'
+                     'if re.search("nonce", failed.last_error) or item.error.startswith("x"): pass\n'
+                     'shown = f"refused: {item.last_error}"\n')
+    assert last_error_parsed(tree) == ["line 1: in", "line 2: .split()", "line 3: re.search()"]

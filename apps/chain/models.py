@@ -92,7 +92,26 @@ class OutboxItem(models.Model):
         PENDING = "pending"  # waiting to be signed
         SIGNED = "signed"  # in a transaction that is not mined yet
         CONFIRMED = "confirmed"  # its effect is on-chain
-        FAILED = "failed"  # the contract refused it for good; last_error says why
+        FAILED = "failed"  # the contract refused it for good; `failure` says why, last_error in detail
+
+    class Failure(models.TextChoices):
+        """Why an item failed, as code compares it; the label is what a person reads."""
+
+        REVERTED = "reverted", "the chain refused it"
+        DEPENDENCY = "dependency", "a step it waited for failed"
+        NODE_REFUSED = "node_refused", "the chain's node would not take it"
+        SUSPENDED = "suspended", "the account is suspended"
+        # A relayed request's:
+        EXPIRED = "expired", "the signature expired before it could be sent"
+        NONCE_USED = "nonce_used", "another signed request took its place"
+        EARLIER_FAILED = "earlier_failed", "an earlier signed request of the same account did not go through"
+        UNUSABLE = "unusable", "the signed request cannot be sent as it is"
+        BAD_SIGNATURE = "bad_signature", "the signature was not accepted"
+        WAITED = "waited", "it waited too long for an earlier signed request of the same account"
+
+    # The failures of a relayed request that its signer cures by signing the call again.
+    CURED_BY_SIGNING = frozenset({Failure.EXPIRED, Failure.NONCE_USED, Failure.EARLIER_FAILED, Failure.UNUSABLE,
+                                  Failure.NODE_REFUSED})
 
     function = models.CharField(max_length=64)
     sender_address = models.CharField(max_length=42)
@@ -113,7 +132,8 @@ class OutboxItem(models.Model):
     solo = models.BooleanField(default=False)  # never batch (set after a batch reverted)
     duplicate = models.BooleanField(default=False)  # found already applied on-chain
     attempts = models.PositiveIntegerField(default=0)
-    last_error = models.TextField(blank=True)
+    failure = models.CharField(max_length=16, choices=Failure.choices, blank=True)  # "" unless it failed
+    last_error = models.TextField(blank=True)  # the details, for operators
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     confirmed_at = models.DateTimeField(null=True)
 
@@ -124,6 +144,18 @@ class OutboxItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} {self.status}"
+
+    @property
+    def needs_new_signature(self) -> bool:
+        """A relayed request that failed in a way a new signature of its signer cures."""
+        return self.status == self.Status.FAILED and bool(self.signer) and self.failure in self.CURED_BY_SIGNING
+
+    @property
+    def failure_words(self) -> str:
+        """Why it failed, in plain words ("" unless it failed)."""
+        if self.status != self.Status.FAILED:
+            return ""
+        return self.get_failure_display() if self.failure else "it could not be recorded on the chain"
 
 
 class IndexerCursor(models.Model):

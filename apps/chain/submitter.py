@@ -19,6 +19,7 @@ Guarantees, whatever process (or node) dies when:
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import socket
@@ -44,6 +45,7 @@ from .work import backoff, run_worker, take
 log = logging.getLogger(__name__)
 TX = ChainTransaction.Status
 ITEM = OutboxItem.Status
+WHY = OutboxItem.Failure
 NOOP = "noop"
 RELAY = "executeBatch"  # the function name of a relayer's transaction (ChainTransaction.function)
 LIVE = [TX.SIGNED, TX.SENT, TX.MINED]  # sent or to send, not final yet
@@ -106,6 +108,16 @@ def unrelayable(item: OutboxItem) -> str:
     if len(request.signature) != 65:
         return "the signed request's signature is malformed"
     return ""
+
+
+class Outcome(enum.Enum):
+    """What becomes of a relayed request (Submitter._settle)."""
+
+    CONFIRM = "confirm"  # executed, or found already applied
+    AGAIN = "again"  # a custodial request, signed anew
+    FAIL = "fail"  # refused for good, or a wallet's request its signer must sign again
+    WAIT = "wait"  # its nonce is ahead of the signer's: it waits for the earlier ones
+    REFUSE = "refuse"  # failed before the forwarder saw it: its nonce is unused
 
 
 def _link(txs: list[ChainTransaction], groups: list[list[OutboxItem]]) -> None:
@@ -301,6 +313,7 @@ class Submitter:
                 status = ITEM.FAILED
             OutboxItem.objects.filter(pk=item.pk).update(
                 status=status, last_error=error, duplicate=item.duplicate, attempts=F("attempts") + 1,
+                failure=WHY.REVERTED if status == ITEM.FAILED else "",
                 transaction=tx if status == ITEM.CONFIRMED else None,
                 confirmed_at=timezone.now() if status == ITEM.CONFIRMED else None)
             self.stats[f"item_{status}"] += 1
@@ -421,7 +434,7 @@ class Submitter:
         base = OutboxItem.objects.filter(status=ITEM.PENDING, sender_address=lane.address)
         failed_dep = base.filter(depends_on__status=ITEM.FAILED)
         if failed_dep.exists():
-            failed_dep.update(status=ITEM.FAILED, last_error="the call it depends on failed")
+            failed_dep.update(status=ITEM.FAILED, failure=WHY.DEPENDENCY, last_error="the call it depends on failed")
         ready = base.filter(Q(depends_on__isnull=True) | Q(depends_on__status=ITEM.CONFIRMED))
         items = list(ready.filter(signer="").order_by("id")[: self.max_items])
         # Relayed requests: those the forwarder can take next are picked among all that are queued, and
@@ -443,14 +456,13 @@ class Submitter:
         relayed = [i for i in items if i.signer]
         refused = [(i, why) for i in relayed if i.request and (why := unrelayable(i))]
         if refused:
-            self._settle([("again" if self._custodial(i) else "refuse", i, self._words(i, why)) for i, why in refused],
-                          timezone.now())
+            self._settle([(self._redo(i, Outcome.REFUSE), i, why, WHY.UNUSABLE) for i, why in refused], timezone.now())
             relayed = [i for i in relayed if i not in {i for i, _ in refused}]
         now_s = self._chain_now()
         stale = [i for i in relayed if i.request and from_json(i.request).deadline <= now_s]
         if stale:
-            self._settle([("again" if self._custodial(i) else "fail", i, self._words(
-                i, "the signed request expired before it was relayed")) for i in stale], timezone.now())
+            self._settle([(self._redo(i), i, "the signed request expired before it was relayed", WHY.EXPIRED)
+                          for i in stale], timezone.now())
             relayed = [i for i in relayed if i not in stale]
         to_sign = [i for i in relayed if i.request is None]
         if to_sign:
@@ -503,9 +515,10 @@ class Submitter:
                 raise reply
         return [fn.decode_output(from_hex(reply))[0] for reply in replies]
 
-    def _words(self, item: OutboxItem, why: str) -> str:
-        """What the rater is told: a wallet user must sign again (the site cannot sign for them)."""
-        return why if self._custodial(item) else f"{why}: sign the rating again"
+    def _redo(self, item: OutboxItem, otherwise: Outcome = Outcome.FAIL) -> Outcome:
+        """A request the forwarder did not run: signed anew here for a custodial signer; a wallet's
+        fails (`otherwise`), and its signer signs it again."""
+        return Outcome.AGAIN if self._custodial(item) else otherwise
 
     def _sign_again(self, items: list[OutboxItem]) -> None:
         """Sign anew, with the site's key, the custodial requests the forwarder skipped (expired, or
@@ -566,11 +579,9 @@ class Submitter:
         return to, data, gas, CALLS[items[0].function].contract
 
     # -- relayed requests: what the forwarder did with each ----------------------------------
-    def _relay_outcomes(self, receipts: dict[int, dict]) -> list[tuple[str, OutboxItem, str]]:
-        """(verdict, item, why) for each request of the final relay transactions (their receipts by
-        transaction pk): "confirm" (executed, or found already applied), "again" (a custodial request
-        to sign anew), "fail" (refused for good, or a wallet user's request they must sign again) or
-        "wait" (its nonce is ahead of the signer's)."""
+    def _relay_outcomes(self, receipts: dict[int, dict]) -> list[tuple[Outcome, OutboxItem, str, str]]:
+        """(outcome, item, why, failure) for each request of the final relay transactions (their
+        receipts by transaction pk): why in words for operators, failure an OutboxItem.Failure."""
         # At full load this runs for thousands of requests a second (bench chain, issue 21): one query
         # for every transaction of the pass; an executed request is settled from its row's relay_nonce
         # and the event's words alone; its payload and request are loaded (deferred) and decoded only
@@ -582,7 +593,7 @@ class Submitter:
             by_tx[item.transaction_id].append(item)
         return [outcome for pk, receipt in receipts.items() for outcome in self._request_outcomes(by_tx[pk], receipt)]
 
-    def _request_outcomes(self, items: list[OutboxItem], receipt: dict) -> list[tuple[str, OutboxItem, str]]:
+    def _request_outcomes(self, items: list[OutboxItem], receipt: dict) -> list[tuple[Outcome, OutboxItem, str, str]]:
         """The outcomes of one relay transaction's requests (`items`), from its final `receipt`."""
         topic = to_hex(self.ledger.abis["forwarder"].event_topic("ExecutedForwardRequest"))
         forwarder = self.ledger.deployment.forwarder.lower()
@@ -601,65 +612,66 @@ class Submitter:
             nonce = item.relay_nonce if item.relay_nonce is not None else from_json(item.request).nonce
             success = executed.get((item.signer.lower(), nonce))
             if success:
-                out.append(("confirm", item, ""))
+                out.append((Outcome.CONFIRM, item, "", ""))
                 continue
             request = from_json(item.request)
             verdict = self.ledger.simulate(item.signer, request.to, request.data, CALLS[item.function].contract)
             if verdict is not None and self.ledger.already_applied(item.function, item.signer, item.payload, verdict[0]):
                 item.duplicate = True
-                out.append(("confirm", item, f"already on-chain ({verdict[0]}); record matches"))
+                out.append((Outcome.CONFIRM, item, f"already on-chain ({verdict[0]}); record matches", ""))
                 continue
             if success is False:  # executed, and its call reverted: the nonce is used up
                 why = f"reverted: {verdict[0]}{tuple(verdict[1]) if verdict[1] else ''}" if verdict else (
                     "its call failed (out of gas, or a condition that has changed since)")
-                out.append(("again" if verdict is None and self._custodial(item) else "fail", item, why))
+                out.append((self._redo(item) if verdict is None else Outcome.FAIL, item, why, WHY.REVERTED))
                 continue
             if timestamp is None:
                 timestamp = int(self.client.get_block(block)["timestamp"], 16)
             nonce, = self.ledger.view("forwarder", "nonces", item.signer, block=block)
             if request.deadline < timestamp:
-                why = "the signed request expired before it was relayed"
+                why, failure = "the signed request expired before it was relayed", WHY.EXPIRED
             elif recover_signer(request, self.ledger.deployment.chainId, forwarder) != item.signer:
-                out.append(("fail", item, "the forwarder refused the request's signature"))
+                out.append((Outcome.FAIL, item, "the forwarder refused the request's signature", WHY.BAD_SIGNATURE))
                 continue
             elif request.nonce >= nonce:
                 # An earlier request of the signer had not landed (a rating still waiting for its answer
                 # to be scored): this one stays valid and waits for it.
-                out.append(("wait", item, f"waits for the signer's nonce {nonce} (it holds {request.nonce})"))
+                out.append((Outcome.WAIT, item, f"waits for the signer's nonce {nonce} (it holds {request.nonce})",
+                            WHY.WAITED))
                 continue
             else:
-                why = f"the signed request's nonce {request.nonce} was used by another request"
-            out.append(("again" if self._custodial(item) else "fail", item, self._words(item, why)))
+                why, failure = f"the signed request's nonce {request.nonce} was used by another request", WHY.NONCE_USED
+            out.append((self._redo(item), item, why, failure))
         return out
 
     @staticmethod
     def _custodial(item: OutboxItem) -> bool:
         return SigningKey.objects.filter(address=item.signer).exists()
 
-    def _settle(self, outcomes: list[tuple[str, OutboxItem, str]], now) -> None:
-        """Write each request's verdict (_relay_outcomes'; also "refuse": failed before the forwarder
-        saw it, its nonce unused)."""
-        executed = [item.pk for verdict, item, why in outcomes if verdict == "confirm" and not why]
+    def _settle(self, outcomes: list[tuple[Outcome, OutboxItem, str, str]], now) -> None:
+        """Write each request's outcome (_relay_outcomes'), with why (for operators) and its failure."""
+        executed = [item.pk for verdict, item, why, _ in outcomes if verdict is Outcome.CONFIRM and not why]
         for start in range(0, len(executed), 500):  # the usual case, one UPDATE per 500
             OutboxItem.objects.filter(pk__in=executed[start:start + 500]).update(status=ITEM.CONFIRMED,
                                                                                  confirmed_at=now)
         self.stats["confirmed_requests"] += len(executed)
-        for verdict, item, why in outcomes:
-            if verdict == "confirm":
+        for verdict, item, why, failure in outcomes:
+            if verdict is Outcome.CONFIRM:
                 if why:  # found applied by someone else's relay
                     OutboxItem.objects.filter(pk=item.pk).update(status=ITEM.CONFIRMED, confirmed_at=now,
                                                                  duplicate=item.duplicate, last_error=why)
                     self.stats["confirmed_requests"] += 1
                 continue
-            if verdict == "wait" and item.attempts + 1 < self.max_attempts:
+            if verdict is Outcome.WAIT and item.attempts + 1 < self.max_attempts:
                 OutboxItem.objects.filter(pk=item.pk).update(status=ITEM.PENDING, transaction=None, last_error=why,
                                                              attempts=F("attempts") + 1)
                 self.stats["request_waits"] += 1
                 continue
-            again = verdict == "again" and item.attempts + 1 < self.max_attempts
-            unused = verdict != "fail" or "nonce" in why or "expired" in why  # the request did not use its nonce
+            again = verdict is Outcome.AGAIN and item.attempts + 1 < self.max_attempts
+            # Whether the request did not use its nonce.
+            unused = verdict is not Outcome.FAIL or failure in (WHY.EXPIRED, WHY.NONCE_USED)
             fields = {"status": ITEM.PENDING if again else ITEM.FAILED, "transaction": None, "last_error": why,
-                      "attempts": F("attempts") + 1}
+                      "failure": "" if again else failure, "attempts": F("attempts") + 1}
             if unused:
                 fields["relay_nonce"] = None
             later = OutboxItem.objects.filter(signer=item.signer, status=ITEM.PENDING).exclude(pk=item.pk)
@@ -671,8 +683,8 @@ class Submitter:
                 # A wallet's later requests hold nonces after this unused one: the forwarder would never
                 # take them. They fail too, and the rater signs them again.
                 later.filter(relay_nonce__gt=item.relay_nonce or -1).update(
-                    status=ITEM.FAILED, relay_nonce=None, transaction=None,
-                    last_error="an earlier signed rating of yours was not relayed: sign the rating again")
+                    status=ITEM.FAILED, relay_nonce=None, transaction=None, failure=WHY.EARLIER_FAILED,
+                    last_error=f"an earlier signed request of its signer was not relayed ({item.key})")
             OutboxItem.objects.filter(pk=item.pk).update(**fields)
             self.stats[f"request_{'again' if again else 'failed'}"] += 1
             log.info("%s relayed for %s: %s%s", item.key, item.signer, why, "; signing it again" if again else "")
@@ -783,8 +795,8 @@ class Submitter:
                 # nonce, is settled like one the forwarder skipped.
                 self._resign(tx, fail_items=True, error=str(err))
                 item = items[0]
-                why = self._words(item, f"the node refused to relay it ({err})")
-                self._settle([("again" if self._custodial(item) else "refuse", item, why)], timezone.now())
+                why = f"the node refused to relay it ({err})"
+                self._settle([(self._redo(item, Outcome.REFUSE), item, why, WHY.NODE_REFUSED)], timezone.now())
                 return
         attempts = tx.attempts + 1
         if not permanent or attempts < self.max_attempts:
@@ -839,6 +851,7 @@ class Submitter:
                                                   next_send_at=timezone.now() + self._backoff(tx.attempts + 1))
             if fail_items:
                 OutboxItem.objects.filter(pk__in=[i.pk for i in items]).update(
-                    status=ITEM.FAILED, transaction=None, last_error=f"refused by the node: {error}")
+                    status=ITEM.FAILED, transaction=None, failure=WHY.NODE_REFUSED,
+                    last_error=f"refused by the node: {error}")
             else:
                 OutboxItem.objects.filter(pk__in=[i.pk for i in items]).update(transaction=new)

@@ -374,7 +374,7 @@ def refresh(battle: Battle) -> Battle:
         items = [battle.open_item, battle.vote_item]
         failed = next((i for i in items if i is not None and i.status == OutboxItem.Status.FAILED), None)
         if failed is not None:
-            battle.status, battle.error = Battle.Status.FAILED, f"{failed.function} refused: {failed.last_error}"
+            battle.status, battle.error = Battle.Status.FAILED, f"Your vote could not be recorded: {failed.failure_words}."
         elif ArenaBattle.objects.filter(battle_id=battle.battle_id, outcome__isnull=False).exists():
             battle.status = Battle.Status.ONCHAIN
     return battle

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from apps.chain.models import OutboxItem
+
 
 class Profile(models.Model):
     """A site account's chain identity: its own address (the key is in chain.SigningKey)."""
@@ -238,7 +240,8 @@ class Rating(models.Model):
                                  related_name="+")
     update_item = models.ForeignKey("chain.OutboxItem", null=True, blank=True, on_delete=models.SET_NULL,
                                     related_name="+")
-    error = models.TextField(blank=True)
+    error = models.TextField(blank=True)  # what the rater reads when it failed
+    failure = models.CharField(max_length=16, choices=OutboxItem.Failure.choices, blank=True)  # why, as code compares it
     # Why, in the rater's words (optional; kept on the site, never sent to the chain).
     tags = models.JSONField(default=list, blank=True)  # values of REASON_TAGS
     comment = models.TextField(blank=True, max_length=1000)

@@ -54,9 +54,9 @@ def suspend_account(user, reason: str = "") -> bool:
         waiting = Rating.objects.filter(user=user, status__in=[Rating.Status.WAITING, Rating.Status.QUEUED])
         item_ids = [i for r in waiting for i in (r.hum_item_id, r.update_item_id) if i]
         OutboxItem.objects.filter(pk__in=item_ids, status=OutboxItem.Status.PENDING).update(
-            status=OutboxItem.Status.FAILED, last_error=SUSPENDED)
+            status=OutboxItem.Status.FAILED, failure=OutboxItem.Failure.SUSPENDED, last_error=SUSPENDED)
         waiting.filter(Q(hum_item=None) | Q(hum_item__status=OutboxItem.Status.FAILED)).update(
-            status=Rating.Status.FAILED, error=SUSPENDED)
+            status=Rating.Status.FAILED, failure=OutboxItem.Failure.SUSPENDED, error=SUSPENDED)
         for address in filter(None, (profile.address, profile.wallet_address)):  # a linked wallet rates nothing either
             roles.queue_role_call(address, "user", "revokeRole")
         transaction.on_commit(lambda: end_open_sockets(user.pk))

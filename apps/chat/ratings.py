@@ -89,7 +89,11 @@ def prefill(user, interaction: Interaction) -> dict[str, int]:
 
 WALLET_NEEDED = ("Your wallet signs this in your browser: allow this page's script and your wallet, then send it "
                  "again.")
-SIGN_AGAIN = "sign the rating again"
+F = OutboxItem.Failure
+
+
+def _cannot_use_signature(why: str) -> str:
+    return f"Your wallet's signature could not be used ({why}): sign the rating again."
 # The oracle's worker queues saved ratings and votes (apps/oracle/worker.py): woken when one is saved.
 WORKER_CHANNEL = "oracle-jobs"
 
@@ -204,8 +208,9 @@ def queue_rating(rating: Rating) -> bool:
             hum = outbox.enqueue("humEval", address, payload, depends_on=auto,
                                  request=metatx.from_json(rating.request))
         except outbox.InvalidCall as exc:  # expired while the answer was scored, or its nonce taken
-            Rating.objects.filter(pk=rating.pk).update(status=Rating.Status.FAILED, error=f"{exc}: {SIGN_AGAIN}")
-            rating.status, rating.error = Rating.Status.FAILED, f"{exc}: {SIGN_AGAIN}"
+            rating.status, rating.error = Rating.Status.FAILED, _cannot_use_signature(str(exc))
+            rating.failure = F.NONCE_USED if isinstance(exc, outbox.NonceTaken) else F.UNUSABLE
+            Rating.objects.filter(pk=rating.pk).update(status=rating.status, error=rating.error, failure=rating.failure)
             return False
         sender = relayer_address(address)
     elif relay.enabled():
@@ -226,7 +231,7 @@ def queue_rating(rating: Rating) -> bool:
 def can_sign_again(rating: Rating, kind: str | None = None) -> bool:
     """A wallet user's rating whose signed request could not be relayed (it expired, or its nonce was
     used): the wallet may sign it again (`kind`: the signer's key kind, when known)."""
-    return rating.status == Rating.Status.FAILED and SIGN_AGAIN in rating.error and (
+    return rating.status == Rating.Status.FAILED and rating.failure in OutboxItem.CURED_BY_SIGNING and (
         kind or key_kind(rating.signer or signer_of(rating.interaction))) == "wallet"
 
 
@@ -247,7 +252,8 @@ def sign_again(user, rating: Rating, raw) -> Rating:
     request = _signed_request(rating.interaction, rating.signer, rating.answers(), raw)
     with transaction.atomic():
         if rating.hum_item_id is None:
-            Rating.objects.filter(pk=rating.pk).update(request=request, status=Rating.Status.WAITING, error="")
+            Rating.objects.filter(pk=rating.pk).update(request=request, status=Rating.Status.WAITING, error="",
+                                                       failure="")
             rating.refresh_from_db()
             queue_rating(rating)
         else:
@@ -256,12 +262,13 @@ def sign_again(user, rating: Rating, raw) -> Rating:
                 with transaction.atomic():
                     OutboxItem.objects.filter(pk=rating.hum_item_id, status=OutboxItem.Status.FAILED).update(
                         status=OutboxItem.Status.PENDING, request=request, relay_nonce=fresh.nonce, attempts=0,
-                        last_error="", transaction=None)
+                        failure="", last_error="", transaction=None)
             except IntegrityError as exc:
                 raise ValidationError({"form": ["Another signed rating holds this nonce: sign again."]}) from exc
             OutboxItem.objects.filter(pk=rating.update_item_id, status=OutboxItem.Status.FAILED).update(
-                status=OutboxItem.Status.PENDING, attempts=0, last_error="")
-            Rating.objects.filter(pk=rating.pk).update(request=request, status=Rating.Status.QUEUED, error="")
+                status=OutboxItem.Status.PENDING, attempts=0, failure="", last_error="")
+            Rating.objects.filter(pk=rating.pk).update(request=request, status=Rating.Status.QUEUED, error="",
+                                                       failure="")
     rating.refresh_from_db()
     return rating
 
@@ -280,10 +287,11 @@ def refresh(rating: Rating) -> Rating:
         items = [rating.hum_item, rating.update_item]
         if any(i.status == OutboxItem.Status.FAILED for i in items):
             failed = next(i for i in items if i.status == OutboxItem.Status.FAILED)
-            rating.status, rating.error = Rating.Status.FAILED, f"{failed.function} refused: {failed.last_error}"
-            if failed is rating.hum_item and SIGN_AGAIN in failed.last_error:
-                rating.error = (f"Your wallet's signature could not be used ({failed.last_error.split(': ' + SIGN_AGAIN)[0]})"
-                                f": {SIGN_AGAIN}.")
+            rating.status, rating.failure = Rating.Status.FAILED, failed.failure
+            if failed is rating.hum_item and failed.needs_new_signature:
+                rating.error = _cannot_use_signature(failed.failure_words)
+            else:
+                rating.error = f"Your rating could not be recorded on the chain: {failed.failure_words}."
         elif all(i.status == OutboxItem.Status.CONFIRMED for i in items) and LedgerInteraction.objects.filter(
                 interaction_id=rating.interaction.interaction_id).exclude(reputation_tx="").exists():
             rating.status = Rating.Status.ONCHAIN  # confirmed and indexed: the page can show the moves
@@ -315,7 +323,7 @@ def settle_ratings(limit: int = 500) -> int:
         refresh(rating)
         if rating.status != Rating.Status.QUEUED:
             moved += Rating.objects.filter(pk=rating.pk, status=Rating.Status.QUEUED).update(
-                status=rating.status, error=rating.error)
+                status=rating.status, error=rating.error, failure=rating.failure)
     return moved
 
 

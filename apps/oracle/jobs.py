@@ -240,6 +240,6 @@ def confirm_onchain() -> int:
         if item.status == OutboxItem.Status.CONFIRMED:
             _save(job, status=S.ONCHAIN)
         else:
-            _save(job, status=S.FAILED, last_error=f"autoEval refused: {item.last_error}")
+            _save(job, status=S.FAILED, last_error=item.failure_words)
         moved += 1
     return moved

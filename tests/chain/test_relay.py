@@ -137,7 +137,8 @@ def test_a_wallet_request_that_expired_fails_with_words_and_does_not_block_its_b
     drain(Submitter(world.ledger))
     item.refresh_from_db()
     fine.refresh_from_db()
-    assert item.status == "failed" and "expired" in item.last_error and "sign the rating again" in item.last_error
+    assert item.status == "failed" and item.failure == OutboxItem.Failure.EXPIRED and "expired" in item.last_error
+    assert item.needs_new_signature, "the wallet's rater is asked to sign again"
     assert item.relay_nonce is None, "an expired request did not use its nonce"
     assert not _hum(world, iid)
     assert fine.status == "confirmed" and _hum(world, other)

@@ -177,12 +177,13 @@ def test_a_wallet_rating_that_could_not_be_relayed_is_signed_again(answered, dep
     rating.refresh_from_db()
     # What the submitter records when the forwarder skipped the expired request.
     OutboxItem.objects.filter(pk=rating.hum_item_id).update(
-        status="failed", relay_nonce=None, last_error="the signed request expired before it was relayed: "
-                                                     "sign the rating again")
-    OutboxItem.objects.filter(pk=rating.update_item_id).update(status="failed",
+        status="failed", relay_nonce=None, failure=OutboxItem.Failure.EXPIRED,
+        last_error="the signed request expired before it was relayed")
+    OutboxItem.objects.filter(pk=rating.update_item_id).update(status="failed", failure=OutboxItem.Failure.DEPENDENCY,
                                                                last_error="the call it depends on failed")
     rating = ratings.refresh(rating)
-    assert rating.status == "failed" and "sign the rating again" in rating.error
+    assert rating.status == "failed" and rating.error == ("Your wallet's signature could not be used (the signature "
+                                                          "expired before it could be sent): sign the rating again.")
     assert ratings.can_sign_again(rating)
     again = ratings.prepare_again(alice, rating)
     assert again["request"]["nonce"] == 0

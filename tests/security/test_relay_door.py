@@ -219,11 +219,13 @@ def test_gas_bombs_and_a_nonce_flood_leave_every_honest_rating_confirmed_once_an
             signer=rater, status="confirmed").count(), "no request of an honest rater applied twice or lost"
     for item in attacked["bad"]:
         item.refresh_from_db()
-        assert item.status == "failed" and "gas" in item.last_error and "sign the rating again" in item.last_error
+        assert item.status == "failed" and "gas" in item.last_error and item.failure == OutboxItem.Failure.UNUSABLE
+        assert item.needs_new_signature
         assert world.ledger.view("forwarder", "nonces", item.signer)[0] == 0
     oversized = attacked["oversized"]
     oversized.refresh_from_db()
-    assert "another call" in oversized.last_error and "sign the rating again" in oversized.last_error
+    assert "another call" in oversized.last_error and oversized.failure == OutboxItem.Failure.UNUSABLE
+    assert oversized.needs_new_signature
     assert world.ledger.view("forwarder", "nonces", oversized.signer)[0] == 0
     flood = OutboxItem.objects.filter(relay_nonce__gte=1, status="pending").exclude(signer="")
     assert flood.count() == 200 and not flood.filter(transaction__isnull=False).exists(), "never sent"
