@@ -2,7 +2,8 @@
 from node_modules) injected as the page's EIP-1193 provider (`window.ethereum`), not a mock of the
 site. Alice links it on her account page by signing the sign-in message; her next answer is recorded
 under the wallet, she rates it, the wallet signs the request, and the rating lands on-chain as the
-wallet's, relayed through the forwarder by the site's relayer. A rating whose signature the wallet
+wallet's, relayed through the forwarder by the site's relayer (the page saves the rating and answers at
+once; the oracle's worker queues it on-chain, so that worker runs here as it does on a site). A rating whose signature the wallet
 refuses is not sent, and the page says so."""
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ def _fill(form) -> None:
         form.locator(f'fieldset[data-field="{field}"] input[value="{value}"]').check()
 
 
-def test_a_wallet_user_links_a_wallet_and_rates_and_the_chain_shows_the_wallet_signed(site, chromium, world, shot):
+def test_a_wallet_user_links_a_wallet_and_rates_and_the_chain_shows_the_wallet_signed(site, oracle_worker, chromium, world,
+                                                                                      shot):
     wallet = Account.create()
     context, page = open_as(chromium, site, "alice")
     _with_wallet(context, "0x" + bytes(wallet.key).hex())
