@@ -1,4 +1,4 @@
-"""Named evaluators for meta-evaluation against human labels (issue 9): pure, no Django.
+"""Named evaluators for meta-evaluation against human labels: pure, no Django.
 
 An evaluator has up to two capabilities:
 

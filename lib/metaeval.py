@@ -1,9 +1,9 @@
-"""Agreement statistics for meta-evaluation (seed 003 §3.3, §6): pure functions, no Django.
+"""Agreement statistics for meta-evaluation (ScaleEval §3.3, §6): pure functions, no Django.
 
 Verdicts are the debate's numbering (lib/debate.py): 1 = submission 1 better, 2 = submission 2
 better, 0 = neither. None stands for a verdict that could not be read.
 
-Definitions (seed 003):
+Definitions (ScaleEval, Chern et al. 2024):
 - Example-level agreement rate, eq. (2): META(E) = (1/n) sum_i delta(E_i, G_i) over the n examples
   that have a gold verdict G_i. An evaluator's unreadable verdict (None) is counted as a
   disagreement, never dropped, so an evaluator cannot gain by failing to answer.
@@ -17,9 +17,9 @@ Definitions (seed 003):
 - Fleiss' kappa for several raters per item; see `fleiss_kappa` for items rated by different
   numbers of raters.
 
-Against human labels (issue 9): `read_pairs` and `pairs_report` score an evaluator's pairwise
+Against human labels: `read_pairs` and `pairs_report` score an evaluator's pairwise
 verdicts ("a", "b", "tie") with the same two definitions; `score_correlations` gives Pearson,
-Spearman and Kendall of absolute scores (seed 004).
+Spearman and Kendall of absolute scores (G-Eval-Dialogue, Cavaliere et al.).
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def system_preference(verdict: int | None, system_1: str, system_2: str) -> str 
     return {FIRST: system_1, SECOND: system_2, NEITHER: "tie"}[verdict]
 
 
-# --- pairwise meta-evaluation against human labels (issue 9) -----------------------------------
+# --- pairwise meta-evaluation against human labels -----------------------------------
 #
 # A pairs file is JSONL, one pair per line: `id`, `question`, `category`, `answer_a`, `answer_b`,
 # `human` ("a", "b" or "tie"), optionally `reference`, `references` (a list of reference answers,
@@ -244,7 +244,7 @@ def pairs_report(pairs: Sequence[dict], verdicts: Sequence[str | None]) -> dict:
     return report
 
 
-# --- correlation with absolute human scores (seed 004 §4.4, §6) --------------------------------
+# --- correlation with absolute human scores (G-Eval-Dialogue §4.4, §6) --------------------------------
 #
 # Pearson r, Spearman rho and Kendall tau-b (ties handled; scipy's defaults). Seed 004 reports one
 # figure per criterion; its own experiment (E3) pools all 360 Topical-Chat responses, while it says
@@ -297,7 +297,7 @@ def score_correlations(human: Sequence[float], scores: Sequence[float | None],
     return out
 
 
-# --- position bias and calibration (issue 23) ---------------------------------------------------
+# --- position bias and calibration ---------------------------------------------------
 #
 # MT-Bench's swap ("Judging LLM-as-a-judge", Zheng et al. 2023): a judge asked a pair in both orders
 # gives two verdicts in the pair's own numbering; when they differ (the verdict flips with the

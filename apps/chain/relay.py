@@ -1,4 +1,4 @@
-"""Ratings signed by their raters and relayed in batches (ERC-2771, issue 21).
+"""Ratings signed by their raters and relayed in batches (ERC-2771).
 
 A rating's `humEval` is not a transaction from the rater's address any more but a `ForwardRequest`
 the rater signs (EIP-712, no gas) and the relayer (LLMCHAIN_RELAYER_KEY) sends, many at a time, in

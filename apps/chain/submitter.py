@@ -51,7 +51,7 @@ RELAY = "executeBatch"  # the function name of a relayer's transaction (ChainTra
 LIVE = [TX.SIGNED, TX.SENT, TX.MINED]  # sent or to send, not final yet
 # A node refuses a JSON-RPC request over its body limit as a whole (anvil: 2 MiB; Besu, geth: 5 MB),
 # and a relayer's executeBatch of 64 ratings is ~43 kB (86 kB as hex): broadcasts go in JSON-RPC
-# batches of at most this many bytes of signed transactions (found by `bench chain`, issue 21).
+# batches of at most this many bytes of signed transactions (found by `bench chain`).
 SEND_BATCH_BYTES = 512 * 1024
 
 
@@ -233,7 +233,7 @@ class Submitter:
         # A mined transaction not yet final is looked at again only if its block stopped being the
         # node's (a reorganisation, or lost blocks): its receipt, which carries every event of its batch,
         # is read when it is mined and when it is final, not on every pass in between (at full load
-        # that was most of the node's work and of the submitter's JSON; bench chain, issue 21).
+        # that was most of the node's work and of the submitter's JSON; measured by bench chain).
         waiting = [tx for tx in live if tx.status == TX.MINED and tx.block_number is not None and tx.block_number > final]
         headers = self.client.block_hashes(sorted({tx.block_number for tx in waiting})) if waiting else {}
         unchanged = {tx.pk for tx in waiting if (headers.get(tx.block_number) or {}).get("hash") == tx.block_hash}
@@ -582,7 +582,7 @@ class Submitter:
     def _relay_outcomes(self, receipts: dict[int, dict]) -> list[tuple[Outcome, OutboxItem, str, str]]:
         """(outcome, item, why, failure) for each request of the final relay transactions (their
         receipts by transaction pk): why in words for operators, failure an OutboxItem.Failure."""
-        # At full load this runs for thousands of requests a second (bench chain, issue 21): one query
+        # At full load this runs for thousands of requests a second (measured by bench chain): one query
         # for every transaction of the pass; an executed request is settled from its row's relay_nonce
         # and the event's words alone; its payload and request are loaded (deferred) and decoded only
         # for the others.

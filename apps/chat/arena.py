@@ -1,4 +1,4 @@
-"""Arena mode (issue 22): blind battles between two models, and the user's vote.
+"""Arena mode: blind battles between two models, and the user's vote.
 
 In a context, two running models that answer free prompts are drawn at random, favouring pairs
 that have met least; each gets a conversation of its own (`Conversation.arena`: its model's name is

@@ -1,4 +1,4 @@
-"""Limits on abuse (issue 20): login lockout, rates, expiring tokens, accounts that never log in.
+"""Limits on abuse: login lockout, rates, expiring tokens, accounts that never log in.
 
 - Logins go through django-axes (`LockoutBackend`): LLMCHAIN_LOGIN_FAILURES failed tries of one
   user name from one address lock that pair out for LLMCHAIN_LOCKOUT_MINUTES, on the login page, the

@@ -305,7 +305,7 @@ COMMENT_MAX = 1000
 
 
 class Battle(models.Model):
-    """An arena battle (issue 22): two running models drawn at random answer the same prompts side
+    """An arena battle: two running models drawn at random answer the same prompts side
     by side, their names hidden; the user votes on the first answers (A better, B better, tie, both
     bad), and the names are revealed. The vote goes on-chain once both answers are: the oracle opens
     the battle (openBattle) and the user's vote follows (signed by them, relayed)."""

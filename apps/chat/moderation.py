@@ -1,4 +1,4 @@
-"""An operator's hold on accounts and models (issue 20): suspending an account stops it at once on
+"""An operator's hold on accounts and models: suspending an account stops it at once on
 the site (no login, no token, no socket, its unsent ratings not sent) and queues the revocation of
 its USER_ROLE on-chain, so the contract refuses anything new naming it; suspending a model takes it
 offline whatever its owner does. Both are lifted the same way."""

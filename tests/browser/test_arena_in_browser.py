@@ -1,4 +1,4 @@
-"""Arena mode in a real browser (issue 22): a blind battle with both answers streaming side by side,
+"""Arena mode in a real browser: a blind battle with both answers streaming side by side,
 a vote, the vote on-chain (the oracle scores both answers, opens the battle, the user's
 vote follows, signed and relayed), the reveal once it is final, and the arena board moving; a battle where a model named itself
 is voted on, revealed, recorded on-chain as not counted, and left off the board."""

@@ -1,4 +1,4 @@
-"""The ledger under faults, end to end (issue 16, item 6).
+"""The ledger under faults, end to end.
 
 A real stack in subprocesses (an anvil with a state file, `chain work`, `oracle work`, the site under
 daphne), load through the HTTP API (token auth, chats with replay models, ratings) and a
@@ -54,7 +54,7 @@ from .stack import REPO, LogWatch, Service, Unwritable
 # `alone`: make test runs these after the parallel tests, in one process, as they ran before xdist.
 pytestmark = [pytest.mark.slow, pytest.mark.chain, pytest.mark.alone, pytest.mark.django_db(transaction=True)]
 
-# Seed 1603 ended in 2 of 5 runs (stop 30) with interactions in the contract's storage that no event of
+# Seed 1603 once ended in 2 of 5 runs with interactions in the contract's storage that no event of
 # the restarted node's blocks recorded: anvil's own periodic dump had caught a block's state without the
 # block. The node's state file is now written only consistent (apps/chain/node.StateKeeper,
 # tests/chain/test_node_state.py).
@@ -74,12 +74,12 @@ QUESTIONS = {q: f"Write two sentences about {t}." for q, t in enumerate(TOPICS, 
 
 # No log line may repeat more than a few times a second (stack.LogWatch counts each line, numbers
 # and hashes blanked, per file and per second). Calibrated on a clean run (the same load, no fault)
-# and on the three seeds with the fixes of issue 16, under SQLite and PostgreSQL: the workers' own
+# and on the three seeds with the re-send fixes, under SQLite and PostgreSQL: the workers' own
 # lines peaked at 1 a second (chain) and 2 (oracle: the two `put` frames of one traceback while the
 # evidence store is unwritable), the site's access log at 6 (ratings posted together). anvil logs
 # one line per JSON-RPC call, and the submitter asks for the receipt of every live transaction in
 # one batch each pass, a few passes a second: the clean run peaked at 81 identical lines a second
-# (eth_getTransactionReceipt), the faulty ones at 68-116. The hot loop of issue 16 wrote ~6,500
+# (eth_getTransactionReceipt), the faulty ones at 68-116. The re-send hot loop these limits catch wrote ~6,500
 # identical lines a second to anvil's log (the same transactions re-sent on every pass); the code
 # before the fix, in this test, wrote "re-sending N transactions the node does not hold" 73-117
 # times a second to the chain worker's log, and 511-1,460 eth_getTransactionReceipt lines a second

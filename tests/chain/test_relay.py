@@ -1,4 +1,4 @@
-"""Ratings signed by their raters and relayed in batches (issue 21): the outbox keeps each signed
+"""Ratings signed by their raters and relayed in batches: the outbox keeps each signed
 request before it is relayed, the relayer sends many in one executeBatch, and the submitter reads
 from the forwarder's events what became of each one: executed (confirmed), skipped because it
 expired or its nonce was used (a custodial request is signed again, a wallet user is told to sign

@@ -1,4 +1,4 @@
-"""Arena mode on the site's side (issue 22, item 1): drawing two models (favouring pairs with few
+"""Arena mode on the site's side: drawing two models (favouring pairs with few
 battles, never the user's own), hidden names until the vote, one vote per battle by its user, a vote
 on an answer that named its own model kept but not counted, and the vote's way to the chain (after
 both answers' autoEval: openBattle by the oracle, then the user's signed vote, relayed). The chain

@@ -1,7 +1,7 @@
 """Prompts checked against the model's context before anything is saved or sent, with a clear count
 (the built-in model counted by its own tokenizer through vLLM's /tokenize, other endpoints estimated
 against the context length their model card advertises), no silent cut of a long paste, and answers
-cut at the token limit marked as such (issue 19)."""
+cut at the token limit marked as such."""
 
 import json
 import secrets

@@ -1,4 +1,4 @@
-"""The chat socket's limits (issue 20, item 3): a cap on open sockets per user, kept in the shared cache;
+"""The chat socket's limits: a cap on open sockets per user, kept in the shared cache;
 evaluations pushed once they commit instead of every socket reading the database every second, with a
 slow look at the rows only where the channel layer cannot carry a worker's push (the in-memory one)."""
 

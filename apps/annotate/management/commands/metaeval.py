@@ -1,7 +1,7 @@
 """python manage.py metaeval debates | pairs FILE --evaluator NAME | scores PATH --evaluator NAME
 --criterion C|all | topical-pairs --data PATH --out FILE
 
-`debates`: per scenario and criterion, the example-level agreement rate (seed 003 eq. 2) of the
+`debates`: per scenario and criterion, the example-level agreement rate (ScaleEval's eq. 2) of the
 debate and of each single judge with the experts' verdicts, with the system-level agreement
 (eq. 3) as agreed/compared system pairs (apps/annotate/report.py defines them).
 
@@ -195,7 +195,7 @@ class Command(BaseCommand):
                           printable(s["human_mode"] or "(tied)"), printable(s["evaluator_mode"] or "(tied)"),
                           {1: "yes", 0: "no", None: "—"}[s["agreed"]]] for s in report["system_level"]["pairs"]])
         self.stdout.write(f"evaluator {printable(evaluator)} on {len(pairs)} pairs in {seconds:.1f} s. accuracy: "
-                          f"seed 003 eq. (2) on the pairs humans did not tie; agreement: eq. (2) on all pairs, a "
+                          f"ScaleEval's eq. (2) on the pairs humans did not tie; agreement: eq. (2) on all pairs, a "
                           f"tie agreeing with a human tie; undecided verdicts count as wrong; system pairs: eq. (3) "
                           f"per category and system pair, agreed/compared (tied modes left out).")
         self.stdout.write(validity_line(report))
@@ -261,7 +261,7 @@ class Command(BaseCommand):
                                   f"responses: it put less than {next(iter(judged.values()))['threshold']} of its "
                                   f"probability on the digits 1-5; those responses are unscored, not guessed.")
         self.stdout.write(f"evaluator {printable(evaluator)} on {len(items)} responses in {seconds:.1f} s. pooled: "
-                          f"over all responses (seed 004's E3); per-context: mean over the "
+                          f"over all responses (G-Eval-Dialogue's E3); per-context: mean over the "
                           f"{len(set(groups))} dialogue contexts of each context's correlation (G-Eval's setting); "
                           f"a correlation needs {MIN_CORRELATION_N} scored responses and two distinct values on each "
                           f"side, or it is undefined (—); kendall is tau-b. Reference for reference-based evaluators: "
