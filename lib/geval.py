@@ -91,8 +91,8 @@ def _criteria(*items: Criterion) -> dict[str, Criterion]:
     return {c.name: c for c in items}
 
 
-# Seed 004 §3.3: the Topical-Chat USR dimensions (G-Eval reports naturalness, coherence,
-# engagingness, groundedness; the data adds understandability) and overall. Seed 003 §6: the four
+# G-Eval-Dialogue §3.3: the Topical-Chat USR dimensions (G-Eval reports naturalness, coherence,
+# engagingness, groundedness; the data adds understandability) and overall. ScaleEval §6: the four
 # ScaleEval criteria over a question and an answer. Definitions in this project's words.
 CRITERIA: dict[str, Criterion] = _criteria(
     Criterion("understandability", "Understandability",

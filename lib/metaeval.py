@@ -246,7 +246,7 @@ def pairs_report(pairs: Sequence[dict], verdicts: Sequence[str | None]) -> dict:
 
 # --- correlation with absolute human scores (G-Eval-Dialogue §4.4, §6) --------------------------------
 #
-# Pearson r, Spearman rho and Kendall tau-b (ties handled; scipy's defaults). Seed 004 reports one
+# Pearson r, Spearman rho and Kendall tau-b (ties handled; scipy's defaults). G-Eval-Dialogue reports one
 # figure per criterion; its own experiment (E3) pools all 360 Topical-Chat responses, while it says
 # G-Eval's original setting correlates the 6 responses of each dialogue. Both are given: `pooled`,
 # and `per_context`, the mean over contexts of each context's correlation (contexts where it is

@@ -1,7 +1,7 @@
 """Ratings from pairwise outcomes: Elo and Bradley–Terry (pure functions, no Django).
 
 An outcome is one comparison of two players (models) `a` and `b` with the score of `a`:
-1 a won, 0 a lost, 0.5 a tie. Seed 002 ranks models by Elo over such win/tie/loss records
+1 a won, 0 a lost, 0.5 a tie. Hai Ye's self-evaluation ranks models by Elo over such win/tie/loss records
 (its outputs are centred near 1000) without stating the update constants, so `elo` uses the
 usual K = 32, initial rating 1000 and a 400-point logistic scale.
 

@@ -281,7 +281,7 @@ def _jsonl(name: str, lines: list[str]) -> list[str | None]:
 # --- as a pairwise evaluator for meta-evaluation (metaeval pairs --evaluator selfeval) -----------
 
 class PeerJudge(Evaluator):
-    """Seed 002's comparison as a verdict on labelled pairs: the other answers to the same question
+    """The peer self-evaluation's comparison as a verdict on labelled pairs: the other answers to the same question
     in the file (from its other pairs; one per model when the pairs name their models, else one per
     distinct text) each judge the pair, as in ``compare``; the verdict is the majority of their
     votes ('tie' when as many prefer a as b). A question with no third answer is undecided (None).

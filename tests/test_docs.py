@@ -63,3 +63,16 @@ def test_every_setting_read_from_the_environment_is_documented():
     documented = set(re.findall(r"LLMCHAIN_[A-Z0-9_]+", (DOCS / "operating.md").read_text()))
     missing = sorted(read - documented)
     assert read and not missing, f"say what {missing} are for in docs/operating.md, 'Settings (environment)'"
+
+
+def test_no_comment_cites_an_issue_a_seed_or_a_stop():
+    """A reader has none of the session notes: a comment says why, not which issue, seed document or stop."""
+    cites = re.compile(r"\b(issue [0-9]|seed[ -]0[0-9]{2}|stop [0-9])", re.I)
+    found = []
+    for folder in ("apps", "lib", "ops", "bench", "modelserver", "llmchain_site", "templates", "static", "tests"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix in (".py", ".html", ".js") and "vendor" not in path.parts and path.is_file():
+                for number, line in enumerate(path.read_text(errors="replace").splitlines(), start=1):
+                    if cites.search(line) and path.name != "test_docs.py":
+                        found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:80]}")
+    assert not found, found

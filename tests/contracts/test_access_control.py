@@ -127,7 +127,7 @@ def test_register_succeeds_for_a_registrar(fresh_chain, world, caller, code, rol
 @pytest.mark.parametrize("caller", ["admin", "registrar"])
 @pytest.mark.parametrize("code, role", [(3, "ORACLE_ROLE"), (4, "EXPERT_ROLE"), (5, "REGISTRAR_ROLE")])
 def test_a_registrar_cannot_register_an_operator_or_expert_account(driver, world, caller, code, role):
-    """Issue 20: ORACLE, REGISTRAR and EXPERT stay with the admin; a registrar (which the admin may
+    """ORACLE, REGISTRAR and EXPERT stay with the admin; a registrar (which the admin may
     have made of anyone) registering one is refused and changes nothing."""
     newcomer = new_account()
     err = expect_revert(lambda: driver.transact(world[caller], "identity", "register", newcomer.address, code, ""),
@@ -257,7 +257,7 @@ def test_hum_eval_reverts_for_anyone_but_the_interactions_user(driver, world, ca
 
 
 def test_a_suspended_user_is_named_in_no_new_auto_eval_and_rates_nothing(fresh_chain, world):
-    """Issue 20: the admin revokes USER_ROLE of a suspended account; autoEval naming it and its own
+    """The admin revokes USER_ROLE of a suspended account; autoEval naming it and its own
     humEval are then refused, and nothing changes; granted back, both work again."""
     driver, user = fresh_chain, world["user"]
     driver.transact(world["admin"], "access", "revokeRole", ROLE["USER_ROLE"], user.address)
