@@ -20,22 +20,29 @@ def sources(*roots: str, outside: str | None = None):
             yield relative, ast.parse(path.read_text(), relative)
 
 
+def offenders(check, *roots: str, outside: str | None = None) -> dict[str, list[str]]:
+    """The files under `roots` where `check` (a tree -> its findings) finds something."""
+    return {path: found for path, tree in sources(*roots, outside=outside) if (found := check(tree))}
+
+
 def renamed_imports(tree: ast.AST) -> list[str]:
-    """`from <models> import X as Y` of the models named in MODEL_NAMES, as "X as Y"."""
-    return [f"{alias.name} as {alias.asname}" for node in ast.walk(tree)
-            if isinstance(node, ast.ImportFrom) and node.module in MODEL_NAMES
-            for alias in node.names if alias.name in MODEL_NAMES[node.module] and alias.asname]
+    """`from <models> import X as Y` of the models named in MODEL_NAMES, as "X as Y", and the chain's
+    model imported by the chat's name (which it no longer has), as "Interaction"."""
+    return [f"{alias.name} as {alias.asname}" if alias.asname else alias.name for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module in MODEL_NAMES for alias in node.names
+            if (alias.name in MODEL_NAMES[node.module] and alias.asname)
+            or (node.module == "apps.chain.models" and alias.name == "Interaction")]
 
 
 def test_each_interaction_model_has_one_name_wherever_it_is_imported():
-    found = {path: names for path, tree in sources("apps", "tests", "bench", "ops") if (names := renamed_imports(tree))}
-    assert found == {}
+    assert offenders(renamed_imports, "apps", "tests", "bench", "ops") == {}
 
 
 def test_importing_an_interaction_model_under_another_name_is_caught():
     tree = ast.parse("from apps.chain.models import ArenaBattle, LedgerInteraction as Indexed\n"
-                     "from apps.chat.models import Interaction as Turn, Rating as R\n")
-    assert renamed_imports(tree) == ["LedgerInteraction as Indexed", "Interaction as Turn"]
+                     "from apps.chat.models import Interaction as Turn, Rating as R\n"
+                     "from apps.chain.models import Interaction\n")
+    assert renamed_imports(tree) == ["LedgerInteraction as Indexed", "Interaction as Turn", "Interaction"]
 
 
 def test_the_chain_layer_has_no_model_called_interaction():
@@ -65,9 +72,7 @@ def test_no_app_above_the_chain_layer_builds_an_outbox_key_by_hand():
     # The key scheme lives in apps.chain.outbox (idempotency_key, item_for, items_for, key_expression).
     from apps.chain.ledger import CALLS
 
-    found = {path: keys for path, tree in sources("apps", "bench", "ops", outside="apps/chain/")
-             if (keys := hand_built_keys(tree, CALLS))}
-    assert found == {}
+    assert offenders(lambda tree: hand_built_keys(tree, CALLS), "apps", "bench", "ops", outside="apps/chain/") == {}
 
 
 def test_a_key_built_by_hand_is_caught():
@@ -102,9 +107,7 @@ def last_error_parsed(tree: ast.AST) -> list[str]:
 
 def test_no_app_above_the_chain_layer_reads_meaning_out_of_last_error():
     # Code compares OutboxItem.failure (a choice); last_error is the details, for operators.
-    found = {path: spots for path, tree in sources("apps", "bench", "ops", outside="apps/chain/")
-             if (spots := last_error_parsed(tree))}
-    assert found == {}
+    assert offenders(last_error_parsed, "apps", "bench", "ops", outside="apps/chain/") == {}
 
 
 def test_reading_meaning_out_of_last_error_is_caught():
