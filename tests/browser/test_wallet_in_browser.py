@@ -92,7 +92,11 @@ def _answer_scored(conversation: Conversation, prompt: str) -> Interaction:
     return interaction
 
 
-def _fill(form) -> None:
+def _fill(section, form) -> None:
+    """Answer the questionnaire, unfolding it first: only the latest unrated answer shows it open."""
+    fold = section.locator("details.rate")
+    if fold.get_attribute("open") is None:
+        section.locator("details.rate > summary").click()
     for field, value in ANSWERS.items():
         form.locator(f'fieldset[data-field="{field}"] input[value="{value}"]').check()
 
@@ -116,11 +120,11 @@ def test_a_wallet_user_links_a_wallet_and_rates_and_the_chain_shows_the_wallet_s
         refused = _answer_scored(conversation, "What is 3+1, which my wallet will not sign?")
 
         page.goto(f"/chat/{world.conversation}/")
-        form = page.locator(f"#rating-{signed.pk} form.questionnaire")
-        expect(form).to_contain_text(f"Your wallet {wallet.address} signs this rating")
-        _fill(form)
-        form.get_by_role("button", name="Sign with my wallet and send").click()
         section = page.locator(f"#rating-{signed.pk}")
+        form = section.locator("form.questionnaire")
+        expect(form).to_contain_text(f"Your wallet {wallet.address} signs this rating")
+        _fill(section, form)
+        form.get_by_role("button", name="Sign with my wallet and send").click()
         expect(section.locator("p.signer")).to_contain_text(f"Signed by your wallet {wallet.address}")
         rating = Rating.objects.get(interaction=signed)
         assert rating.signer == wallet.address and rating.request["from"] == wallet.address
@@ -129,7 +133,7 @@ def test_a_wallet_user_links_a_wallet_and_rates_and_the_chain_shows_the_wallet_s
         # The wallet refuses: nothing is sent, and the page says so.
         page.evaluate("window.__walletRefuses = true")
         other = page.locator(f"#rating-{refused.pk} form.questionnaire")
-        _fill(other)
+        _fill(page.locator(f"#rating-{refused.pk}"), other)
         other.get_by_role("button", name="Sign with my wallet and send").click()
         expect(other.locator(".wallet-status")).to_contain_text("Your wallet refused to sign, so the rating was not sent")
         shot(page, "wallet-refused")
