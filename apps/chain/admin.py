@@ -21,8 +21,8 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 @admin.register(OutboxItem)
 class OutboxItemAdmin(ReadOnlyAdmin):
     list_display = ("id", "key", "function", "sender_address", "status", "depends_on_id", "transaction",
-                    "attempts", "duplicate", "last_error", "created_at", "confirmed_at")
-    list_filter = ("status", "function", "duplicate")
+                    "attempts", "duplicate", "failure", "last_error", "created_at", "confirmed_at")
+    list_filter = ("status", "function", "failure", "duplicate")
     search_fields = ("key", "sender_address")
     list_select_related = ("transaction",)
     ordering = ("-id",)
