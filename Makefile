@@ -42,17 +42,19 @@ run: install
 	$(PY) manage.py up
 
 # lint-imports and ruff first: an import against the apps' layers or a ruff finding (the rules in
-# pyproject.toml) fails the run at once.
-# The tests run in PYTEST_WORKERS processes (pytest-xdist; 0: in this one), the browser tests all in one
-# of them (tests/browser/conftest.py); each worker has its own test database and Redis databases. Then
-# the tests marked `alone` (the ledger under faults), in one process on a machine nothing else loads
-# (exit status 5: PYTEST_ARGS selected none of them).
-PYTEST_WORKERS ?= 2
+# pyproject.toml) fails the run at once. The tests run in PYTEST_WORKERS processes (pytest-xdist; 0: in
+# this one; most of their time is spent waiting on blocks, servers and the browser), each with its own
+# test database and Redis databases; the browser tests go one after the other in one worker, the tests
+# that run the built-in model or the oracle's scoring in another (tests/conftest.py). Then the ledger
+# under faults (`alone`): its seeds side by side, one worker each, with no other test running (exit
+# status 5: PYTEST_ARGS selected none of them).
+PYTEST_WORKERS ?= 3
+ALONE_WORKERS ?= 3
 test: install
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -m "not alone" $(PYTEST_ARGS)
-	$(PY) -m pytest -m alone $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(PY) -m pytest -n $(ALONE_WORKERS) -m alone $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 bench-chain: install
 	$(PY) manage.py bench chain

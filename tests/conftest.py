@@ -59,7 +59,22 @@ REPO = Path(__file__).resolve().parents[1]
 MODEL_API_KEY = "sk-local-test"
 
 
+# The fixtures of the tests that keep the CPU busy for long: the built-in model answering (model_server,
+# local_model) and the oracle worker scoring with BERTScore (oracle_worker, tests/browser).
+CPU_BOUND_FIXTURES = {"model_server", "local_model", "oracle_worker"}
+
+
+def uses_the_model(item) -> bool:
+    return bool(CPU_BOUND_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
 def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`make test`, `--dist loadgroup`) the tests that run the built-in model or
+    the oracle's scoring go one after the other in one worker: two at once on this 2-core machine
+    would race their waits against each other's answers. Without anvil, the chain tests are skipped."""
+    for item in items:
+        if uses_the_model(item):
+            item.add_marker(pytest.mark.xdist_group("model"))
     if anvil_available():
         return
     skip = pytest.mark.skip(reason="anvil is not installed (run `npm ci`)")

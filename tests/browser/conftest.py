@@ -28,6 +28,7 @@ import pytest
 
 from apps.chain.node import DEV_KEYS, AnvilNode, anvil_available, free_port
 from tests.chain.conftest import database_url
+from tests.conftest import uses_the_model
 from tests.support import deploy_on_interval_node
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,14 +56,18 @@ def _missing() -> str:
 
 def pytest_collection_modifyitems(config, items):
     """Without what they need, the browser tests are skipped, saying what is missing. Under
-    pytest-xdist (`make test`) they run one after the other in one worker (`--dist loadgroup`): each
-    starts its own site, worker and Chromium, and two at once on this 2-core machine would race
-    their 15 s waits against each other's model answers, while the other worker runs the rest."""
+    pytest-xdist (`make test`, `--dist loadgroup`) they run one after the other in one worker, which
+    starts the site, its ledger worker and Chromium for them; those that wait on the built-in model or
+    the oracle's scoring go with the other such tests instead (tests/conftest.py, group "model")."""
     reason = _missing()
     here = Path(__file__).parent
     for item in items:
-        if here in Path(item.path).parents:
-            item.add_marker(pytest.mark.skip(reason=reason) if reason else pytest.mark.xdist_group("browser"))
+        if here not in Path(item.path).parents:
+            continue
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=reason))
+        elif not uses_the_model(item):
+            item.add_marker(pytest.mark.xdist_group("browser"))
 
 
 @pytest.hookimpl(wrapper=True)

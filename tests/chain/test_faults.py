@@ -51,7 +51,7 @@ from tests.personas import PASSWORD, user
 from .conftest import database_url
 from .stack import REPO, LogWatch, Service, Unwritable
 
-# `alone`: make test runs these after the parallel tests, in one process, as they ran before xdist.
+# `alone`: make test runs these after the other tests, the seeds side by side (one xdist worker each).
 pytestmark = [pytest.mark.slow, pytest.mark.chain, pytest.mark.alone, pytest.mark.django_db(transaction=True)]
 
 # Seed 1603 once ended in 2 of 5 runs with interactions in the contract's storage that no event of
