@@ -347,14 +347,19 @@ def weight_preview(address: str) -> dict | None:
             "full_fd": decay_factor(minutes_since(86_400), lam) / 10**18, "lambda": lam / 10**18}
 
 
-def rating_share(onchain) -> float:
-    """The share of an R move that came with the rating: updateReputation moves R with the weight
-    2/3 * w_h + 1/3 * w_a (w_h alone without an automatic score), so the rating's part of the move
-    is its part of that weight, the rest the automatic score's."""
-    wh = int(onchain.wh)
-    wa = int(getattr(onchain, "wa", 0) or 0) if getattr(onchain, "has_reference", False) else 0
-    total = 2 * wh + wa
-    return 2 * wh / total if total else 1.0
+def move_parts(onchain, before: int, after: int) -> tuple[float, float]:
+    """(the rating's part, the automatic score's part) of a move of R from `before` to `after` (1e18).
+    updateReputation moves R towards S = 2/3 * S_h + 1/3 * S_a (S_h alone without an automatic score), so
+    the move splits as the two terms of S - R = 2/3 * (S_h - R) + 1/3 * (S_a - R) do; the parts add up to
+    the move."""
+    move = (after - before) / 10**18
+    if not getattr(onchain, "has_reference", False) or onchain.sh is None:
+        return move, 0.0
+    r, sh, sa = before / 10**18, int(onchain.sh) / 10**18, int(onchain.sa) / 10**18
+    rating, auto = 2 * (sh - r), sa - r
+    if rating + auto == 0:
+        return 0.0, 0.0
+    return move * rating / (rating + auto), move * auto / (rating + auto)
 
 
 def what_it_did(interaction: Interaction, onchain, moves: list[dict]) -> str:
@@ -371,19 +376,18 @@ def what_it_did(interaction: Interaction, onchain, moves: list[dict]) -> str:
         why = f"it came {minutes:.0f} minutes after your previous rating, and ratings close together count for less"
     else:
         why = "your familiarity, trust and certainty set it, and time since your previous rating raises it up to a day"
-    share = rating_share(onchain)
     if before is None:
         moved = f"set {model}'s first reputation in {move['context']} at {after / 10**18:.4f}"
+        credit = ""
     else:
         moved = (f"moved {model}'s reputation in {move['context']} from {before / 10**18:.4f} to "
                  f"{after / 10**18:.4f} ({(after - before) / 10**18:+.4f})")
-    if share >= 0.995:
-        credit = "all of it from your rating (this answer has no automatic score)"
-    else:
-        credit = (f"about {100 * share:.0f}% of that from your rating and {100 * (1 - share):.0f}% from the "
-                  f"automatic score, which compares the answer with other models' answers and is counted in when "
-                  f"someone rates")
-    return f"Your rating counted for {weight:.3f} of a full rating ({why}). It {moved}: {credit}."
+        rating_part, auto_part = move_parts(onchain, before, after)
+        credit = (": all of it from your rating (this answer has no automatic score)"
+                  if not getattr(onchain, "has_reference", False) else
+                  f": {rating_part:+.4f} from your rating and {auto_part:+.4f} from the automatic score, which "
+                  f"compares the answer with other models' answers and is counted in when someone rates")
+    return f"Your rating counted for {weight:.3f} of a full rating ({why}). It {moved}{credit}."
 
 
 def reputation_moves(interaction: Interaction) -> list[dict]:

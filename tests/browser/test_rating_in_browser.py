@@ -173,7 +173,7 @@ def moves(page, pk: int) -> dict[str, dict[str, tuple[str, str]]]:
     for row in page.locator(f"#rating-{pk} table.moves tr[data-context]").all():
         cells = {}
         for name in ("rh", "r"):
-            before, _, after = row.locator(f"td.{name}").inner_text().partition(" → ")
+            before, _, after = row.locator(f"td.{name}").text_content().partition(" → ")
             cells[name] = (before.strip(), after.strip())
         out[row.get_attribute("data-context")] = cells
     return out
@@ -232,7 +232,7 @@ def test_a_new_user_chats_rates_and_sees_rh_and_r_move_on_the_board(site, oracle
     did = section.locator("p.did")
     expect(did).to_contain_text("your familiarity, trust and certainty set it")
     expect(did).not_to_contain_text("count for less")
-    expect(did).to_contain_text(re.compile(r"about \d+% of that from your rating and \d+% from the automatic score"))
+    expect(did).to_contain_text(re.compile(r"[+-]\d\.\d{4} from your rating and [+-]\d\.\d{4} from the automatic score"))
     assert section.locator("code.tx").count() == 2
     shot(page, "rating-onchain")
     shown_moves = moves(page, pk)
@@ -290,8 +290,8 @@ def test_a_quick_second_rating_is_told_it_counts_for_less(site, oracle_worker, p
     preview = page.locator(f"#rating-{second} p.note.weight")
     expect(preview).to_contain_text("Your previous rating was")
     text = preview.inner_text()
-    got = re.search(r"previous rating was ([\d.]+) minutes ago, so this one would weigh F\s*D = ([\d.]+) of its "
-                    r"full weight \(([\d.]+) after a day; λ = 0.001 per minute", text)
+    got = re.search(r"previous rating was ([\d.]+) minutes ago, so this one would count for ([\d.]+) of a full "
+                    r"rating \(([\d.]+) a day after the last\)", text)
     assert got, text
     minutes, fd, full = map(float, got.groups())
     assert minutes < 30 and fd < 0.01 and full == round(decay(1440), 3)
@@ -299,8 +299,7 @@ def test_a_quick_second_rating_is_told_it_counts_for_less(site, oracle_worker, p
     shot(page, "second-questionnaire")
     submit_and_wait_onchain(page, second)
     section = page.locator(f"#rating-{second}")
-    note = section.locator("p.note.weight")
-    expect(note).to_contain_text("Rated within an hour of your previous rating, it counts for less.")
+    expect(section.locator("p.did")).to_contain_text("after your previous rating, and ratings close together count for less")
     shot(page, "second-rating-onchain")
 
     ratings = {r.interaction_id: r for r in Rating.objects.select_related("hum_item__transaction", "interaction")}
@@ -314,8 +313,9 @@ def test_a_quick_second_rating_is_told_it_counts_for_less(site, oracle_worker, p
     assert abs(onchain.wh / WAD - wh) < 1e-9, (onchain.wh / WAD, wh)
     *_, wh_chain, human_done, _, _ = ledger.view("reputation", "interaction", b32(onchain.interaction_id))
     assert human_done and abs(wh_chain / WAD - wh) < 1e-9
-    got = re.search(r"D = ([\d.]+) minutes since your previous rating, w\s*h = ([\d.]+)\.", note.inner_text())
-    assert got and got.groups() == (f"{d:.1f}", f"{wh:.3f}"), note.inner_text()
+    said = section.locator("p.did").inner_text()
+    got = re.search(r"counted for ([\d.]+) of a full rating \(it came (\d+) minutes after", said)
+    assert got and got.groups() == (f"{wh:.3f}", f"{d:.0f}"), said
     assert wh < 0.01 * user_weight(SECOND)
     assert not page.console_errors, page.console_errors
 

@@ -109,10 +109,17 @@ def test_what_a_rating_did_is_said_in_words(answered):
     assert what_it_did(interaction, onchain, [{**moves[0], "done": False}]) == ""  # not known yet
 
 
-def test_a_move_of_r_is_credited_to_the_rating_and_to_the_automatic_score_by_their_weights(answered):
-    """A rating weighing 0.002 folded in with an automatic score weighing 0.5: R's move comes almost all
-    from the automatic score (2 * 0.002 against 0.5), and the sentence says so."""
+def test_a_move_of_r_is_credited_to_the_rating_and_to_the_automatic_score_that_caused_it(answered):
+    """R moves towards 2/3 * S_h + 1/3 * S_a: a rating that agrees with R (S_h 0.5 = R) moves it by
+    nothing, so a move down comes all from a low automatic score (S_a 0.2), and the sentence says so;
+    a high rating with a low automatic score splits the move by the two terms, adding up to it."""
     alice, interaction = answered
-    onchain = SimpleNamespace(wh=2 * 10**15, d_minutes=2 * 10**18, has_reference=True, wa=5 * 10**17)
+    onchain = SimpleNamespace(wh=2 * 10**15, d_minutes=2 * 10**18, has_reference=True, wa=5 * 10**17,
+                              sh=5 * 10**17, sa=2 * 10**17)
     said = what_it_did(interaction, onchain, [{"context": "coding", "done": True, "r": (5 * 10**17, 4819 * 10**14)}])
-    assert "from 0.5000 to 0.4819 (-0.0181): about 1% of that from your rating and 99% from the automatic score" in said
+    assert "from 0.5000 to 0.4819 (-0.0181): +0.0000 from your rating and -0.0181 from the automatic score" in said
+    onchain = SimpleNamespace(wh=5 * 10**17, d_minutes=2000 * 10**18, has_reference=True, wa=5 * 10**17,
+                              sh=9 * 10**17, sa=2 * 10**17)
+    said = what_it_did(interaction, onchain, [{"context": "coding", "done": True, "r": (5 * 10**17, 55 * 10**16)}])
+    # 2 * (0.9 - 0.5) = 0.8 against 0.2 - 0.5 = -0.3: the rating +0.08, the automatic score -0.03.
+    assert "(+0.0500): +0.0800 from your rating and -0.0300 from the automatic score" in said
