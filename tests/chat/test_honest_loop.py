@@ -5,6 +5,7 @@ automatic score" rather than a score of zero."""
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 from django.template.loader import render_to_string
@@ -104,7 +105,9 @@ def test_a_replay_conversation_offers_its_recorded_questions_not_a_free_prompt(w
     first = begin_interaction(world["alice"], conv, QUESTION)
     finish_interaction(first, "Blocks fall like snow")
     page = client.get(f"/chat/{conv.pk}/").content.decode()
-    assert f'value="{FOLLOW_UP}"' in page and f'value="{QUESTION}"' not in page  # then its follow-up
+    # The conversation is now titled by its first prompt (the rename form holds it): read the questions' box.
+    questions = re.search(r'<section id="replay-questions".*?</section>', page, re.S).group(0)
+    assert f'value="{FOLLOW_UP}"' in questions and f'value="{QUESTION}"' not in questions  # then its follow-up
 
 
 def test_an_answer_no_other_model_answered_has_no_automatic_score(world):
@@ -116,7 +119,7 @@ def test_an_answer_no_other_model_answered_has_no_automatic_score(world):
     job.save()
     html = render_to_string("chat/_evaluation.html", {"i": interaction, "job": job})
     assert "no automatic score: no other model answered" in html
-    assert "S<sub>a</sub>" not in html and "references asked: 1, none answered" in html
+    assert "1 other model asked, none answered" in html and "answer compared with theirs" not in html
     api = APIClient()
     api.force_authenticate(world["alice"])
     evaluation = api.get(f"/api/interactions/{interaction.pk}").json()["evaluation"]
@@ -126,5 +129,6 @@ def test_an_answer_no_other_model_answered_has_no_automatic_score(world):
     job.sa, job.wa = str(6 * 10**17), str(7 * 10**17)
     job.save()
     html = render_to_string("chat/_evaluation.html", {"i": interaction, "job": job})
-    assert "no automatic score" not in html and "S<sub>a</sub> 0.600" in html
+    assert "no automatic score" not in html and "none answered" not in html
+    assert "1 other model asked the same question" in html and "answer compared with theirs" in html
     assert api.get(f"/api/interactions/{interaction.pk}").json()["evaluation"]["sa"] == str(6 * 10**17)
