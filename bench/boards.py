@@ -53,6 +53,7 @@ import os
 import random
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -735,6 +736,16 @@ def stats(latencies: list[float], errors: int, duration: float) -> dict:
             "mean_ms": round(sum(latencies) / len(latencies), 2) if latencies else None}
 
 
+def copy_database(source: Path, target: Path) -> None:
+    """`target` becomes a consistent copy of the SQLite database `source` (SQLite's online backup)."""
+    src, dst = sqlite3.connect(source), sqlite3.connect(target)
+    try:
+        src.backup(dst)
+    finally:
+        src.close()
+        dst.close()
+
+
 def fold_live(rate: int, seconds: float, seed: int, out: Out) -> dict:
     """`rate` autoEvals a second, for `seconds`, folded through the indexer's own `fold` one block a
     second (what a live site's indexer does): their ReputationUpdated events move the pairs' REP a
@@ -1050,7 +1061,15 @@ class BoardsBench:
             measured = self.measure(pool, label, cached)
             if cached and self.cfg.live_rate:
                 self.print_measurement(measured)
-                self.live = self.measure_live(pool)
+                # The live folds change the database: the baseline, the next run reusing it and whoever
+                # checks it against the served boards must find the history it was filled with.
+                at_rest = self.folder / "boards.at-rest.sqlite3"
+                copy_database(self.db, at_rest)
+                try:
+                    self.live = self.measure_live(pool)
+                finally:
+                    copy_database(at_rest, self.db)
+                    at_rest.unlink()
             return measured, checked
         finally:
             pool.stop()
