@@ -21,6 +21,7 @@ from apps.chat import accounts, moderation
 from apps.chat.consumers import ChatConsumer
 from apps.chat.conversations import search_conversations, start_conversation
 from apps.chat.models import Interaction
+from apps.chat.suggest import suggest
 from lib.ids import hex32
 from tests.chat.factories import make_contexts
 from tests.chat.test_chat_limits import endpoint_model
@@ -95,9 +96,14 @@ async def test_a_socket_opened_before_the_suspension_takes_no_prompt_after_it_ev
 PRIVATE = "Draft my letter to Margaret about selling the lake house in Duluth before the divorce"
 
 
-def _suggested_scores(client, prompt: str) -> dict[str, float]:
+def _suggested(client, prompt: str) -> list[str]:
+    """The contexts the box offers, closest first (it shows names only, no scores)."""
     html = client.get(reverse("chat-suggest"), {"prompt": prompt}).content.decode()
-    return {name: float(score) for name, score in re.findall(r'>(\w+)</a> <span class="score">([\d.]+)<', html)}
+    return re.findall(r'class="suggested" href="[^"]*">(\w+)</a>', html)
+
+
+def _score(prompt: str, name: str) -> float:
+    return next(score for context, score in suggest(prompt) if context.name == name)
 
 
 @pytest.mark.django_db
@@ -108,10 +114,12 @@ def test_the_suggestion_box_compares_with_shared_prompts_only(client):
     Interaction.objects.create(conversation=conversation, prompt=PRIVATE, answer="...", status="done",
                                interaction_id="0x" + "ab" * 32)
     client.force_login(user("mallory"), backend="apps.chat.limits.AccountBackend")
-    # Bob does not share his prompts: nothing tells how close a guess comes to his.
-    assert _suggested_scores(client, PRIVATE)["coding"] < 0.9
+    # Bob does not share his prompts: nothing tells how close a guess comes to his, not even the order.
+    assert _suggested(client, PRIVATE)[0] == "writing"
+    assert _score(PRIVATE, "coding") < 0.9
     accounts.set_share_prompts(bob, True)  # now his prompts are public: the box may use them
-    assert _suggested_scores(client, PRIVATE)["coding"] > 0.99
+    assert _suggested(client, PRIVATE)[0] == "coding"
+    assert _score(PRIVATE, "coding") > 0.99
 
 
 @pytest.mark.django_db
@@ -120,9 +128,9 @@ def test_suggestions_past_their_rate_pause_and_say_so(client, settings, monkeypa
     monkeypatch.setitem(settings.LLMCHAIN_RATES, "suggestions", "2/min")
     client.force_login(user("mallory"), backend="apps.chat.limits.AccountBackend")
     for _ in range(2):
-        assert _suggested_scores(client, "Fix my Python script")
+        assert _suggested(client, "Fix my Python script")
     paused = client.get(reverse("chat-suggest"), {"prompt": "Fix my Python script"}).content.decode()
-    assert "Suggestions pause for" in paused and 'class="score"' not in paused
+    assert "Suggestions pause for" in paused and 'class="suggested"' not in paused
 
 
 # --- the live token count ----------------------------------------------------------------------------
