@@ -64,6 +64,10 @@ def with_cursor(found: dict) -> dict:
     cursor = IndexerCursor.objects.filter(name=cursor_name(Ledger(None, deployment))).first()
     out["indexed"] = cursor.last_block if cursor else None
     if out["reachable"] and out["indexed"] is not None:
+        # The probe is cached and the indexer keeps reading: a head older than what was already indexed
+        # (final, so also below the head) is the probe's age, not the chain's.
+        out["head"] = max(out["head"], out["indexed"])
+        out["final"] = max(out["final"], out["indexed"])
         out["behind"] = max(out["head"] - out["indexed"], 0)
         out["not_final"] = max(out["head"] - out["final"], 0)
     return out

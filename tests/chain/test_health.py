@@ -66,3 +66,17 @@ def test_when_the_chain_answers_nothing_is_said(answered, settings, tmp_path, mo
     client.force_login(alice)
     form = client.get(f"/chat/interactions/{interaction.pk}/rating").content.decode()
     assert "unreachable" not in form
+
+
+def test_a_cached_probe_older_than_the_indexer_never_puts_the_head_below_the_indexed_block(monkeypatch):
+    from apps.chain import health
+    from apps.chain.models import IndexerCursor
+
+    deployment = Deployment(chainId=31337, identity="0x" + "11" * 20, access="0x" + "22" * 20,
+                            reputation="0x" + "33" * 20, deployBlock=1)
+    monkeypatch.setattr(health.relay, "deployment", lambda: deployment)
+    IndexerCursor.objects.create(name=indexer.cursor_name(health.Ledger(None, deployment)), last_block=21)
+    found = health.with_cursor({"reachable": True, "head": 17, "final": 14})
+    assert (found["head"], found["final"], found["indexed"], found["behind"]) == (21, 21, 21, 0)
+    fresh = health.with_cursor({"reachable": True, "head": 30, "final": 27})
+    assert (fresh["head"], fresh["final"], fresh["behind"]) == (30, 27, 9)
