@@ -380,10 +380,11 @@ def decided_outcomes(pairs: Sequence[dict], verdicts: Sequence[str | None],
             if p["human"] != "tie"]
 
 
-def _percentile_bounds(sums: list[int], rounds: int) -> tuple[int, int]:
-    ordered = sorted(sums)
-    cut = int(rounds * 0.025)
-    return ordered[cut], ordered[rounds - 1 - cut]
+def percentile_bounds(draws: Sequence[float]) -> tuple:
+    """The 95% percentile interval of bootstrap draws (at least one)."""
+    ordered = sorted(draws)
+    cut = int(len(ordered) * 0.025)
+    return ordered[cut], ordered[len(ordered) - 1 - cut]
 
 
 def bootstrap_counts(outcomes: Sequence[tuple[int, int]], rounds: int = BOOTSTRAP_ROUNDS,
@@ -405,7 +406,7 @@ def bootstrap_counts(outcomes: Sequence[tuple[int, int]], rounds: int = BOOTSTRA
         drawn = rng.choices(index, k=n)
         right_sums.append(sum(right[i] for i in drawn))
         diff_sums.append(sum(diff[i] for i in drawn))
-    return {"n": n, "right": _percentile_bounds(right_sums, rounds), "margin": _percentile_bounds(diff_sums, rounds)}
+    return {"n": n, "right": percentile_bounds(right_sums), "margin": percentile_bounds(diff_sums)}
 
 
 def validity_factor_wad(margin_low: int | None, n: int, baseline_right: int) -> int:

@@ -20,7 +20,7 @@ import random
 from apps.chain.models import ArenaBattle, Context
 from apps.chain.models import LedgerInteraction
 from apps.chat.models import Interaction
-from lib.metaeval import correlations, outcome_validity
+from lib.metaeval import correlations, outcome_validity, percentile_bounds
 from lib.reputation import GLOBAL_CONTEXT_ID
 
 MIN_HUMAN = 30
@@ -78,11 +78,10 @@ def rating_figures(context_id: str | None) -> dict:
         return out
     rng = random.Random(0)
     draws = [rho([rows[i] for i in rng.choices(range(n), k=n)], 0) for _ in range(CORRELATION_ROUNDS)]
-    draws = sorted(d for d in draws if d is not None)
-    cut = int(len(draws) * 0.025)
-    out.update(spearman=_r(rho(rows, 0)), length_spearman=_r(rho(rows, 2)),
-               spearman_ci_low=_r(draws[cut]) if draws else None,
-               spearman_ci_high=_r(draws[len(draws) - 1 - cut]) if draws else None)
+    draws = [d for d in draws if d is not None]
+    low, high = percentile_bounds(draws) if draws else (None, None)
+    out.update(spearman=_r(rho(rows, 0)), length_spearman=_r(rho(rows, 2)), spearman_ci_low=_r(low),
+               spearman_ci_high=_r(high))
     return out
 
 
