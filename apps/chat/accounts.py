@@ -117,7 +117,6 @@ def set_share_prompts(user, share: bool) -> bool:
         share_prompts=share, share_prompts_changed_at=timezone.now()))
 
 
-
 # --- logging in --------------------------------------------------------------------------------------
 
 WRONG_LOGIN = "Your user name and password didn't match."

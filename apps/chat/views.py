@@ -442,8 +442,6 @@ def _own_interaction(request, pk) -> Interaction:
     return interaction
 
 
-
-
 @login_required
 @require_POST
 @not_rateable
@@ -519,7 +517,7 @@ def arena_index(request):
     response = render(request, "chat/arena.html", {"contexts": contexts, "context": context, "errors": errors,
                                                    "battles": battles,
                                                    # the newest: no battle starts while one waits for its vote
-                                                   "unvoted": next(iter(b for b in battles[:1] if b.status == "answering"), None),
+                                                   "unvoted": battles[0] if battles and battles[0].status == Battle.Status.ANSWERING else None,
                                                    "abandon_limit": settings.LLMCHAIN_ARENA_ABANDON_LIMIT,
                                                    "abandon_days": f"{settings.LLMCHAIN_ARENA_ABANDON_DAYS:g}"},
                       status=status)
