@@ -143,6 +143,7 @@ def relayer_address(signer: str | None = None) -> str:
 
 
 def relayer_addresses() -> tuple[str, ...]:
+    """The relayers' addresses, one sender lane each (relayer_keys)."""
     return _addresses(tuple(relayer_keys()))
 
 

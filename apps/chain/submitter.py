@@ -457,7 +457,8 @@ class Submitter:
         refused = [(i, why) for i in relayed if i.request and (why := unrelayable(i))]
         if refused:
             self._settle([(self._redo(i, Outcome.REFUSE), i, why, WHY.UNUSABLE) for i, why in refused], timezone.now())
-            relayed = [i for i in relayed if i not in {i for i, _ in refused}]
+            gone = {i.pk for i, _ in refused}
+            relayed = [i for i in relayed if i.pk not in gone]
         now_s = self._chain_now()
         stale = [i for i in relayed if i.request and from_json(i.request).deadline <= now_s]
         if stale:

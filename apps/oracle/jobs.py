@@ -156,11 +156,12 @@ def score_jobs(jobs: list[EvaluationJob], metric) -> None:
     for (job, i), s in zip(owners, scores):
         job.references[i]["score"] = str(min(WAD, max(0, round(s * WAD))))
     factor, qualification, why = weights.earned(metric)
+    evaluator = weights.evaluator_of(metric)
     for job in jobs:
         answered = job.answered_references()
         ctx = job.interaction.conversation.context.context_id
         sa = sum(int(r["score"]) for r in answered) // len(answered) if answered else 0
-        w = weighting(rule=settings.LLMCHAIN_AUTO_WEIGHT, evaluator=weights.evaluator_of(metric),
+        w = weighting(rule=settings.LLMCHAIN_AUTO_WEIGHT, evaluator=evaluator,
                       reference_r=[reputation_in(ctx, r["model"]) for r in answered], factor=factor,
                       qualification=qualification, reason=why)
         _save(job, references=job.references, sa=str(sa), wa=str(weighted_wa(w)), weighting=w, status=S.SCORED)

@@ -33,10 +33,8 @@ def earned(metric) -> tuple[int, str | None, str]:
         return 10 ** 18, None, "LLMCHAIN_AUTO_WEIGHT=paper: the paper's weight, the mean R of the references"
     q = latest(evaluator)
     why = refusal(evaluator)
-    if q is None:
-        return 0, None, why
-    if why:
-        return 0, q.cid, why
+    if q is None or why:
+        return 0, q.cid if q else None, why
     pooled = q.figures.get("pooled", {})
     return int(q.factor), q.cid, (f"{evaluator} beat preferring the longer answer on "
                                   f"{pooled.get('pairs_non_tie')} human-labelled pairs (margin "
