@@ -3,6 +3,12 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
+# Python keeps the bytecode it compiles (__pycache__), whatever the calling shell says: with
+# PYTHONDONTWRITEBYTECODE set (as on this machine), every process compiled every module it imported,
+# the venv's too (pip installs without .pyc): on a fresh clone a Django process took 5.4 s of CPU to
+# start instead of 1.5, importing torch and transformers 7.9 s, and each test worker's collection 27 s
+# instead of 10 (the test modules' rewritten assertions are kept the same way).
+unexport PYTHONDONTWRITEBYTECODE
 # Where `serve_model` and the tests find the built-in model, converted from its GGUF (modelserver/loading.py).
 MODEL_CACHE := $(or $(LLMCHAIN_MODEL_CACHE),$(or $(LLMCHAIN_VAR_DIR),var)/models/smollm2-135m-instruct)
 
@@ -43,17 +49,20 @@ run: install
 
 # lint-imports and ruff first: an import against the apps' layers or a ruff finding (the rules in
 # pyproject.toml) fails the run at once. The tests run in PYTEST_WORKERS processes (pytest-xdist; 0: in
-# this one; most of their time is spent waiting on blocks, servers and the browser), each with its own
-# test database and Redis databases; the browser tests go one after the other in one worker, the tests
-# that run the built-in model or the oracle's scoring in another (tests/conftest.py). Then the ledger
-# under faults (`alone`): its seeds side by side, one worker each, with no other test running (exit
-# status 5: PYTEST_ARGS selected none of them).
-PYTEST_WORKERS ?= 3
+# this one), each with its own test database and Redis databases: five on two cores, since most of a
+# test's time is spent waiting on blocks, servers and the browser (measured: 3 workers 26 min, 4 22 min,
+# 5 19 min, the CPU never saturated; docs/testing.md). The browser tests go one after the other in one
+# worker, the tests that run the built-in model or the oracle's scoring in another, and the tests of a
+# module that shares a module-wide fixture in one (tests/conftest.py). Then the ledger under faults
+# (`alone`): its seeds side by side, one worker each, with no other test running (exit status 5:
+# PYTEST_ARGS selected none of them). The 25 longest tests are listed at the end of the main run, so
+# that a CI log says where the minutes went.
+PYTEST_WORKERS ?= 5
 ALONE_WORKERS ?= 3
 test: install
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -m "not alone" $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -m "not alone" --durations=25 $(PYTEST_ARGS)
 	$(PY) -m pytest -n $(ALONE_WORKERS) -m alone $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 bench-chain: install

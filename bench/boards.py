@@ -119,6 +119,8 @@ class BoardsBenchConfig:
     work_dir: Path | None = None
     arena_only: bool = False  # only the arena's figures, on a database of votes alone
     live_rate: int = 100  # evaluations a second folded during the live phase (0: no live phase)
+    fill_only: bool = False  # make the scratch database ready (fill or migrate it), measure nothing
+    gzip: bool = False  # the clients send Accept-Encoding: gzip (as browsers do); by default they send none
 
     def __post_init__(self):
         if min(self.models, self.contexts, self.evaluations, self.clients, self.servers) < 1 or self.duration <= 0 \
@@ -589,8 +591,9 @@ class HttpError(Exception):
     pass
 
 
-async def _read_response(reader: asyncio.StreamReader) -> tuple[int, int, bool]:
-    """(status, body bytes, connection kept alive) of one HTTP/1.1 response."""
+async def _read_response(reader: asyncio.StreamReader) -> tuple[int, int, bool, str]:
+    """(status, body bytes, connection kept alive, the board cache's X-Board-Cache label or "") of one
+    HTTP/1.1 response."""
     head = await reader.readuntil(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     status = int(lines[0].split(" ", 2)[1])
@@ -614,7 +617,7 @@ async def _read_response(reader: asyncio.StreamReader) -> tuple[int, int, bool]:
             size += chunk
     else:
         raise HttpError(f"status {status}: a response without Content-Length or chunked body")
-    return status, size, headers.get("connection") != "close"
+    return status, size, headers.get("connection") != "close", headers.get("x-board-cache", "")
 
 
 class LoadGenerator:
@@ -625,8 +628,10 @@ class LoadGenerator:
     when it starts and ends inside the window."""
 
     def __init__(self, port: int, targets: list[tuple[str, str]], clients: int, duration: float, warmup: float,
-                 coverage_ports: list[int] = (), seed: int = 0, mark: Callable[[str], None] = lambda _: None):
+                 coverage_ports: list[int] = (), seed: int = 0, mark: Callable[[str], None] = lambda _: None,
+                 gzip: bool = False):
         self.port = port
+        self.gzip = gzip
         self.clients = clients
         self.duration = duration
         self.warmup = warmup
@@ -636,14 +641,16 @@ class LoadGenerator:
         self.targets = [(kind, self._request(kind, path)) for kind, path in targets]
         self.latencies: dict[str, list[float]] = {kind: [] for kind in KINDS}
         self.errors: dict[str, int] = {kind: 0 for kind in KINDS}
+        self.labels: dict[str, int] = {}  # measured answers by their X-Board-Cache label ("": none)
         self.unmeasured_errors = 0  # in the coverage pass and the warm-up
         self.error_samples: list[str] = []
         self.bytes = 0
 
     def _request(self, kind: str, path: str) -> bytes:
         accept = "text/html" if kind == "page" else "application/json"
+        encoding = "Accept-Encoding: gzip, deflate, br\r\n" if self.gzip else ""
         return (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\nUser-Agent: llmchain-bench-boards\r\n"
-                f"Accept: {accept}\r\n\r\n").encode()
+                f"Accept: {accept}\r\n{encoding}\r\n").encode()
 
     def _error(self, kind: str, what: str, counted: bool) -> None:
         if counted:
@@ -670,7 +677,7 @@ class LoadGenerator:
                 if writer is None:
                     reader, writer = await asyncio.open_connection("127.0.0.1", port or self.port)
                 writer.write(request)
-                status, size, alive = await _read_response(reader)
+                status, size, alive, label = await _read_response(reader)
                 error = None if status == 200 else f"HTTP {status}"
             except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, HttpError, ValueError) as exc:
                 error, alive = f"{type(exc).__name__}: {exc}", False
@@ -682,6 +689,7 @@ class LoadGenerator:
             elif counted:
                 self.latencies[kind].append((end - start) * 1000)
                 self.bytes += size
+                self.labels[label] = self.labels.get(label, 0) + 1
             if not alive and writer is not None:
                 writer.close()
                 reader = writer = None
@@ -723,8 +731,27 @@ class LoadGenerator:
         everything = [x for kind in KINDS for x in self.latencies[kind]]
         kinds["all"] = stats(everything, sum(self.errors.values()), self.duration)
         return {"kinds": kinds, "bytes": self.bytes, "unmeasured_errors": self.unmeasured_errors,
+                "cache": cache_figures(self.labels, self.duration),
                 "error_samples": self.error_samples,
                 "loadgen_cpu_s": round(getattr(self, "cpu_s", 0.0), 2)}
+
+
+def cache_figures(labels: dict[str, int], duration: float) -> dict | None:
+    """What the board cache answered in the window, from its X-Board-Cache labels (None: no cache in
+    front): shares of the answers that were current, stale (kept from before their board changed, within
+    LLMCHAIN_BOARD_MAX_STALE_S), waited for another request's render, or rendered for their request; and
+    Django's renders a second, each set off by one answer (miss: for itself; updating: in the background)."""
+    total = sum(labels.values())
+    if not total or not any(labels):
+        return None
+
+    def share(*names):
+        return round(sum(labels.get(n, 0) for n in names) / total, 4)
+
+    return {"answers": dict(sorted(labels.items())), "current_share": share("hit"),
+            "stale_share": share("stale", "updating"), "waited_share": share("waited"),
+            "rendered_share": share("miss"),
+            "renders_per_s": round((labels.get("miss", 0) + labels.get("updating", 0)) / duration, 1)}
 
 
 def stats(latencies: list[float], errors: int, duration: float) -> dict:
@@ -803,7 +830,8 @@ def fold_live(rate: int, seconds: float, seed: int, out: Out) -> dict:
 def run_load(spec: dict, out: Out) -> dict:
     """The load phase: `spec` from the orchestrator; marks the measured window with '@window start|end' lines."""
     gen = LoadGenerator(spec["port"], [tuple(t) for t in spec["targets"]], spec["clients"], spec["duration"],
-                        spec["warmup"], spec["coverage_ports"], seed=spec["seed"], mark=lambda w: out(f"@window {w}"))
+                        spec["warmup"], spec["coverage_ports"], seed=spec["seed"], mark=lambda w: out(f"@window {w}"),
+                        gzip=spec.get("gzip", False))
     info = asyncio.run(gen.run())
     return {**info, **gen.summary()}
 
@@ -995,6 +1023,20 @@ class BoardsBench:
             self.out(f"setup: reusing {self.db} (filled {recorded['filled_at']}: generate {t['generate_s']:.0f} s, "
                      f"insert {t['insert_s']:.0f} s, rebuild {t['rebuild_s']:.0f} s; --refill regenerates it)")
             return recorded
+        same_history = recorded and {k: v for k, v in recorded["params"].items() if k != "schema"} == {
+            k: v for k, v in params.items() if k != "schema"}
+        if same_history and self.db.exists() and not self.cfg.refill:
+            # The synthetic history does not depend on the migrations (GENERATOR_VERSION says when it
+            # does): the database is migrated as a site's would be, and the board table derived again.
+            self.out(f"setup: the migrations changed since {self.db} was filled: migrating it and rebuilding its "
+                     f"board entries (--refill regenerates it instead)")
+            migrated = self.phase("migrate", self.env())
+            recorded = {**recorded, "params": params, "migrated_at": datetime.now(dt_timezone.utc).isoformat(
+                timespec="seconds"), "timings": {**recorded["timings"], **migrated["timings"]}}
+            self.sidecar.write_text(json.dumps(recorded, indent=1))
+            self.out(f"setup: migrated in {migrated['timings']['migrate_s']:.1f} s, entries.rebuild() wrote "
+                     f"{migrated['board_entries']:,} board entries in {migrated['timings']['rebuild_s']:.1f} s")
+            return recorded
         if recorded and recorded["params"].get("schema") != params["schema"] and not self.cfg.refill:
             self.out("setup: the migrations changed since the scratch database was filled: filling it again")
         for suffix in ("", "-wal", "-shm", "-journal"):
@@ -1019,10 +1061,12 @@ class BoardsBench:
         return recorded
 
     # -- load -----------------------------------------------------------------------------------------
-    def measure(self, pool: ServerPool, label: str, cached: bool, cover: bool = True) -> Measurement:
+    def measure(self, pool: ServerPool, label: str, cached: bool, cover: bool = True,
+                warmup: float | None = None) -> Measurement:
         cfg = self.cfg
+        warmup = cfg.warmup if warmup is None else warmup
         spec = {"port": pool.port, "targets": request_targets(context_ids(cfg.contexts)), "clients": cfg.clients,
-                "duration": cfg.duration, "warmup": cfg.warmup, "seed": cfg.seed,
+                "duration": cfg.duration, "warmup": warmup, "seed": cfg.seed, "gzip": cfg.gzip,
                 # Without a cache there is nothing to fill: the warm-up alone.
                 "coverage_ports": pool.private_ports if cached and cover else []}
         spec_file = self.folder / "load.json"
@@ -1034,7 +1078,8 @@ class BoardsBench:
                 marks[line.split()[1]] = (pool.cpu(), machine_busy_cpu(), time.perf_counter())
 
         first = ("every one once by each server first, then " if spec["coverage_ports"] else "")
-        self.out(f"load: {label}: {cfg.clients} clients, {len(spec['targets'])} URLs; {first}{cfg.warmup:g} s "
+        clients = f"{cfg.clients} clients ({'taking gzip' if cfg.gzip else 'no Accept-Encoding'})"
+        self.out(f"load: {label}: {clients}, {len(spec['targets'])} URLs; {first}{warmup:g} s "
                  f"warm-up and {cfg.duration:g} s measured ...")
         summary = self.phase("load", self.env(), on_line=on_line, spec=spec_file)
         window = {}
@@ -1087,7 +1132,10 @@ class BoardsBench:
         try:
             time.sleep(2)  # the folds under way before the warm-up starts
             label = f"cached, live: {cfg.live_rate} evaluations/s folded and their boards invalidated"
-            measured = self.measure(pool, label, True, cover=False)
+            # The answers kept at rest may be served for LLMCHAIN_BOARD_MAX_STALE_S after their board moved:
+            # the window starts once they all could have expired, so it shows how the site keeps up.
+            measured = self.measure(pool, label, True, cover=False,
+                                    warmup=cfg.warmup + settings.LLMCHAIN_BOARD_MAX_STALE_S)
         finally:
             folder.send_signal(signal.SIGTERM)
             output, _ = folder.communicate(timeout=120)
@@ -1142,6 +1190,9 @@ class BoardsBench:
             return self.run_arena_only()
         started = time.perf_counter()
         data = self.ensure_data()
+        if cfg.fill_only:
+            return {"fill_only": True, "database": str(self.db), "counts": data["counts"], "timings": data["timings"],
+                    "elapsed_s": round(time.perf_counter() - started, 1)}
         (self.folder / f"{UNCACHED_SETTINGS}.py").write_text(
             '"""The site as configured, with a DummyCache: written by `manage.py bench boards`."""\n'
             "from llmchain_site.settings import *  # noqa: F401,F403\n\n"
@@ -1186,6 +1237,11 @@ class BoardsBench:
             self.out(f"  machine during the window: {w['busy_cores']:.2f} of {w['cores']} cores busy (servers "
                      f"{w['server_cores']:.2f}, load generator {w['loadgen_cores']:.2f}, other processes "
                      f"{w['other_cores']:.2f}); load average {w['loadavg_1m']:.2f}")
+        c = m.summary.get("cache")
+        if c:
+            self.out(f"  answers: {c['current_share']:.1%} current, {c['stale_share']:.1%} stale (at most "
+                     f"{settings.LLMCHAIN_BOARD_MAX_STALE_S:g} s), {c['waited_share']:.1%} waited for a render, "
+                     f"{c['rendered_share']:.1%} rendered for their request; {c['renders_per_s']:g} renders/s")
         if m.summary["coverage_requests"]:
             self.out(f"  before the window: every board view once by each server ({m.summary['coverage_requests']:,} "
                      f"requests, {m.summary['coverage_s']:.0f} s), then the warm-up")
@@ -1206,7 +1262,7 @@ class BoardsBench:
                     "meets_target": a["p95_ms"] is not None and a["p95_ms"] < TARGET_P95_MS,
                     "kinds": {k: {x: cached.summary["kinds"][k][x] for x in ("rps", "p50_ms", "p95_ms", "p99_ms")}
                               for k in KINDS},
-                    "machine": cached.window_cpu,
+                    "machine": cached.window_cpu, "cache": cached.summary.get("cache"),
                     "boards_checked": checked["boards"], "boards_mismatched": len(checked["mismatched"]),
                     "recompute_ms": checked["recompute"], "arena": checked["arena"],
                     "board_entries": data["counts"]["board_entries"],
@@ -1222,6 +1278,7 @@ class BoardsBench:
             m = self.live["measurement"]
             headline["live"] = {"p50_ms": m.all["p50_ms"], "p95_ms": m.all["p95_ms"], "p99_ms": m.all["p99_ms"],
                                 "rps": m.all["rps"], "errors": m.errors, "machine": m.window_cpu,
+                                "cache": m.summary.get("cache"), "max_stale_s": settings.LLMCHAIN_BOARD_MAX_STALE_S,
                                 "folded": self.live["folded"]}
         return headline
 
@@ -1255,7 +1312,7 @@ def failures(summary: dict) -> list[str]:
     """Why a run's figures cannot stand (the command exits non-zero on any): a failed request, or
     a served board that is not build_board's."""
     found = []
-    if summary.get("arena_only"):
+    if summary.get("arena_only") or summary.get("fill_only"):
         return found
     baseline = summary.get("baseline", {})
     if summary["errors"] or summary["unmeasured_errors"] or baseline.get("errors") or baseline.get(
@@ -1266,9 +1323,22 @@ def failures(summary: dict) -> list[str]:
     return found
 
 
+def migrate_forward(out: Out) -> dict:
+    """Apply the migrations the filled database lacks, and derive the board table again."""
+    t = time.perf_counter()
+    call_command("migrate", verbosity=0, interactive=False)
+    timings = {"migrate_s": time.perf_counter() - t}
+    t = time.perf_counter()
+    written = entries.rebuild()
+    timings["rebuild_s"] = time.perf_counter() - t
+    return {"board_entries": written, "timings": {k: round(v, 2) for k, v in timings.items()}}
+
+
 def run_phase(name: str, folder: Path, out: Out, *, port: int | None = None,
               spec: Path | None = None) -> dict:
     """One step run by the orchestrator in a child process (see the module docstring)."""
+    if name == "migrate":
+        return migrate_forward(out)
     if name == "fill" and spec:  # arena_only: the votes alone
         return fill_arena_only(json.loads(Path(spec).read_text()), out)
     if name == "fill":

@@ -98,7 +98,8 @@ from apps.chain.client import ChainClient, ChainError, account_from_key, from_he
 from apps.chain.deploy import deploy, grant_oracle_roles
 from apps.chain.keys import (account_for, address_slot, new_key, oracle_address, oracle_addresses, relayer_address,
                              store_key)
-from apps.chain.ledger import RELAYABLE, Deployment, Ledger
+from apps.chain import relay
+from apps.chain.ledger import RELAY_NONCE_WINDOW, RELAYABLE, Deployment, Ledger
 from apps.chain.metatx import DOMAIN_NAME, DOMAIN_VERSION, EIP712_DOMAIN, FORWARD_REQUEST, ForwardRequest, to_json
 from apps.chain.models import ChainTransaction, OutboxItem, Sender, SigningKey
 from apps.chain.node import DEV_KEYS, AnvilNode
@@ -429,9 +430,9 @@ def profile_summary(paths: list[Path]) -> tuple[dict[str, float], dict[str, floa
         where = f"{filename}:{name}"
         kind = next((k for k, marks in PROFILE_KINDS if any(m in where for m in marks)), "other")
         by_kind[kind] += tottime
-        if filename.endswith("apps/chain/submitter.py") and name in (
-                "run_once", "_acquire_lanes", "_check_receipts", "_relay_outcomes", "_heal", "_sign_new",
-                "_ready_items", "_in_nonce_order", "_call_of", "_broadcast", "_settle"):
+        if "apps/chain/submitter/" in filename and name in (
+                "run_once", "_acquire_lanes", "check", "relay_outcomes", "heal", "sign_new",
+                "ready_items", "_in_nonce_order", "call_of", "broadcast", "settle"):
             phases[name] = phases.get(name, 0.0) + cumtime
     shares = {k: round(100 * v / total, 1) for k, v in by_kind.most_common()} if total else {}
     top = sorted(stats.stats.items(), key=lambda kv: kv[1][3], reverse=True)  # type: ignore[attr-defined]
@@ -812,8 +813,13 @@ class ChainBench:
             request = ForwardRequest(sender=user, to=to, gas=RELAYABLE["humEval"], nonce=nonce, deadline=deadline,
                                      data=data)
             out.append((clean, self.signer.sign(request, self.user_keys[user])))
-        # The rows are built directly for speed; a sample goes through the site's own door.
-        for (clean, request), (_, user) in random.sample(list(zip(out, ratings)), min(SAMPLE_CHECKED, len(out))):
+        # The rows are built directly for speed; a sample goes through the site's own door. The door
+        # takes a nonce only within RELAY_NONCE_WINDOW of what the signer has queued so far, and none of
+        # these rows is queued yet: the sample is drawn from the requests it would take now.
+        first = {user: relay.next_nonce(user) for user in {u for _, u in ratings}}
+        takeable = [(pair, user) for pair, (_, user) in zip(out, ratings)
+                    if pair[1].nonce < first[user] + RELAY_NONCE_WINDOW]
+        for (clean, request), user in random.sample(takeable, min(SAMPLE_CHECKED, len(takeable))):
             check_request("humEval", user, clean, request)
         return out
 

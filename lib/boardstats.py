@@ -88,12 +88,29 @@ class PairSummary:
         return datetime.fromtimestamp(self.timestamp, tz=timezone.utc) if self.timestamp is not None else None
 
 
+def stride(n: int, points: int) -> int:
+    """The step between the points `thin` keeps of a series of n: the smallest power of two whose
+    multiples below n, with the last index, number at most `points`. It never falls as n grows."""
+    if points < 2:
+        raise ValueError("a thinned series keeps at least its first and last points")
+    step = 1
+    while n > 1 and -(-(n - 1) // step) + 1 > points:
+        step *= 2
+    return step
+
+
 def thin(n: int, points: int) -> list[int]:
-    """At most `points` indexes into range(n), evenly spread, always the first and the last."""
-    if n <= points:
-        return list(range(n))
-    step = (n - 1) / (points - 1)
-    return sorted({round(k * step) for k in range(points)})
+    """At most `points` indexes into range(n), evenly spread, always the first and the last: every
+    `stride(n, points)`-th index, and the last one. Growing n only drops points (every other one when
+    the stride doubles) or adds new ones at the end, so a thinned series can be extended from the
+    points it kept without reading the whole series again (`extend`)."""
+    if n <= 0:
+        return []
+    step = stride(n, points)
+    keep = list(range(0, n, step))
+    if keep[-1] != n - 1:
+        keep.append(n - 1)
+    return keep
 
 
 def _f(x: int) -> float:
@@ -109,6 +126,29 @@ class Step:
     thirds: int
 
 
+def moves_r(prev: Change, ch: Change) -> bool:
+    """Whether change `ch` (following `prev`) is an updateReputation: it moves neither counter."""
+    return ch.n_auto == prev.n_auto and ch.n_human == prev.n_human
+
+
+def step_of(prev: Change, ch: Change, evaluations: dict[str, Evaluation]) -> Step | None:
+    """The move of R that change `ch` (following `prev`) records, or None when it moved a counter
+    instead (an autoEval or a humEval). Raises ValueError when no rate explains it."""
+    if not moves_r(prev, ch):
+        return None
+    ev = evaluations.get(ch.interaction_id)
+    sw = ev.combined() if ev is not None else None
+    if sw is None:
+        raise ValueError(f"interaction {ch.interaction_id} moved R without a human evaluation on record")
+    s, w = sw
+    good, bad = update(prev.r, s, w, 0), update(prev.r, s, w, WAD + 1)
+    if ch.r == good:
+        return Step(s, w, 1)
+    if ch.r == bad:
+        return Step(s, w, 2)
+    raise ValueError(f"interaction {ch.interaction_id}: R went from {prev.r} to {ch.r}, which neither rate gives")
+
+
 def recorded_steps(changes: list[Change], evaluations: dict[str, Evaluation]) -> tuple[int, list[Step]]:
     """(starting R, the human-rated steps in chain order) of one pair.
 
@@ -119,24 +159,7 @@ def recorded_steps(changes: list[Change], evaluations: dict[str, Evaluation]) ->
     do, S = R or w is too small to move R, and psi is kept: it cannot matter there)."""
     if not changes:
         return 0, []
-    steps = []
-    for prev, ch in zip(changes, changes[1:]):
-        if ch.n_auto != prev.n_auto or ch.n_human != prev.n_human:
-            continue
-        ev = evaluations.get(ch.interaction_id)
-        sw = ev.combined() if ev is not None else None
-        if sw is None:
-            raise ValueError(f"interaction {ch.interaction_id} moved R without a human evaluation on record")
-        s, w = sw
-        good, bad = update(prev.r, s, w, 0), update(prev.r, s, w, WAD + 1)
-        if ch.r == good:
-            thirds = 1
-        elif ch.r == bad:
-            thirds = 2
-        else:
-            raise ValueError(f"interaction {ch.interaction_id}: R went from {prev.r} to {ch.r}, "
-                             f"which neither rate gives")
-        steps.append(Step(s, w, thirds))
+    steps = [st for prev, ch in zip(changes, changes[1:]) if (st := step_of(prev, ch, evaluations)) is not None]
     return changes[0].r, steps
 
 
@@ -167,9 +190,28 @@ def r_band(start: int, steps: list[Step], seed: int, resamples: int = BAND_RESAM
     return round(float(lo), 6), round(float(hi), 6)
 
 
+@dataclass(frozen=True)
+class Tail:
+    """What extending a pair's summary with its later changes needs besides the summary itself."""
+
+    n: int  # changes summarized
+    start: int  # R of the first one
+    steps: tuple[Step, ...] | None  # the human-rated steps, in chain order (none once broken); None: not
+    # read (enough to extend over changes that hold no move of R)
+    broken: bool  # some change no rate explains: no band, whatever follows
+    last: Change
+
+
 def summarize(model_id: str, context_id: str, changes: list[Change],
               evaluations: dict[str, Evaluation]) -> PairSummary | None:
     """The board's view of one pair from its history (changes in chain order); None without any."""
+    done = summarize_with_tail(model_id, context_id, changes, evaluations)
+    return done[0] if done else None
+
+
+def summarize_with_tail(model_id: str, context_id: str, changes: list[Change],
+                        evaluations: dict[str, Evaluation]) -> tuple[PairSummary, Tail] | None:
+    """`summarize`, with what `extend` needs to carry it forward."""
     if not changes:
         return None
     last = changes[-1]
@@ -177,11 +219,75 @@ def summarize(model_id: str, context_id: str, changes: list[Change],
     history = {"i": [k + 1 for k in keep], "ra": [_f(changes[k].ra) for k in keep],
                "rh": [_f(changes[k].rh) for k in keep], "r": [_f(changes[k].r) for k in keep]}
     spark = [_f(changes[k].r) for k in thin(len(changes), SPARK_POINTS)]
+    broken = False
     try:
         start, steps = recorded_steps(changes, evaluations)
     except ValueError:  # a history no rate explains (not from a consistent chain): no band rather than a wrong one
-        start, steps = changes[0].r, []
+        start, steps, broken = changes[0].r, [], True
     band = r_band(start, steps, seed_of(model_id, context_id, len(steps)))
-    return PairSummary(ra=last.ra, rh=last.rh, r=last.r, n_auto=last.n_auto, n_human=last.n_human, block=last.block,
-                       timestamp=last.timestamp, history=history, spark=spark,
-                       band_lo=band[0] if band else None, band_hi=band[1] if band else None, band_n=len(steps))
+    summary = PairSummary(ra=last.ra, rh=last.rh, r=last.r, n_auto=last.n_auto, n_human=last.n_human,
+                          block=last.block, timestamp=last.timestamp, history=history, spark=spark,
+                          band_lo=band[0] if band else None, band_hi=band[1] if band else None, band_n=len(steps))
+    return summary, Tail(len(changes), start, tuple(steps), broken, last)
+
+
+def extend(model_id: str, context_id: str, summary: PairSummary, tail: Tail, new: list[Change],
+           evaluations: dict[str, Evaluation]) -> tuple[PairSummary, Tail]:
+    """The summary of the pair's history followed by the changes `new` (in chain order), from its
+    summary and tail alone: exactly what `summarize` gives on the whole history, in time and memory
+    proportional to the new changes and the kept points (the band, when a new human-rated step
+    changes it, is recomputed from the steps kept in the tail). `evaluations` needs to hold only the
+    interactions of the new changes. Raises ValueError when `summary` was not thinned as `thin` does."""
+    if not new:
+        return summary, tail
+    if tail.n < 1:
+        raise ValueError("nothing to extend: summarize the history instead")
+    n_old, n = tail.n, tail.n + len(new)
+    hist = summary.history
+    if not hist or len(hist["i"]) != len(hist["r"]) or [i - 1 for i in hist["i"]] != thin(n_old, HISTORY_POINTS):
+        raise ValueError("the summary's history is not thinned as thin() does")
+    spark_at = thin(n_old, SPARK_POINTS)
+    if len(summary.spark) != len(spark_at):
+        raise ValueError("the summary's sparkline is not thinned as thin() does")
+    old = {i - 1: (ra, rh, r) for i, ra, rh, r in zip(hist["i"], hist["ra"], hist["rh"], hist["r"])}
+    old_spark = dict(zip(spark_at, summary.spark))
+
+    def point(k: int) -> tuple[float, float, float]:
+        if k < n_old:
+            return old[k]  # every kept index below n_old was kept before (the stride only doubles)
+        ch = new[k - n_old]
+        return _f(ch.ra), _f(ch.rh), _f(ch.r)
+
+    keep = thin(n, HISTORY_POINTS)
+    points = [point(k) for k in keep]
+    history = {"i": [k + 1 for k in keep], "ra": [p[0] for p in points], "rh": [p[1] for p in points],
+               "r": [p[2] for p in points]}
+    spark = [old_spark[k] if k < n_old else _f(new[k - n_old].r) for k in thin(n, SPARK_POINTS)]
+
+    added: list[Step] = []
+    broken = tail.broken
+    if not broken:
+        prev = tail.last
+        try:
+            for ch in new:
+                step = step_of(prev, ch, evaluations)
+                if step is not None:
+                    added.append(step)
+                prev = ch
+        except ValueError:
+            broken = True
+    steps = tail.steps
+    if broken:
+        steps, band, band_n = (), None, 0
+    elif added:
+        if steps is None:
+            raise ValueError("the new changes move R: extending needs the tail's steps")
+        steps = (*steps, *added)
+        band, band_n = r_band(tail.start, list(steps), seed_of(model_id, context_id, len(steps))), len(steps)
+    else:  # the same steps: the same band
+        band, band_n = ((summary.band_lo, summary.band_hi) if summary.band_lo is not None else None), summary.band_n
+    last = new[-1]
+    extended = PairSummary(ra=last.ra, rh=last.rh, r=last.r, n_auto=last.n_auto, n_human=last.n_human,
+                           block=last.block, timestamp=last.timestamp, history=history, spark=spark,
+                           band_lo=band[0] if band else None, band_hi=band[1] if band else None, band_n=band_n)
+    return extended, Tail(n, tail.start, steps, broken, last)

@@ -208,25 +208,29 @@ class BERTScoreLengthControlled(BERTScoreRef):
                 for item, r, y in zip(items, refs, f1)]
 
 
-# name -> (factory, takes_argument); a factory is a callable or a lazy "module:attr" path
-_REGISTRY: dict[str, tuple[str | Callable[..., Evaluator], bool]] = {
-    "length": (Length, False),
-    "bertscore-ref": (BERTScoreRef, False),
-    "bertscore-lc": (BERTScoreLengthControlled, False),
+# name -> (factory, takes_argument, argument_optional); a factory is a callable or a lazy "module:attr" path
+_REGISTRY: dict[str, tuple[str | Callable[..., Evaluator], bool, bool]] = {
+    "length": (Length, False, False),
+    "bertscore-ref": (BERTScoreRef, False, False),
+    "bertscore-lc": (BERTScoreLengthControlled, False, False),
 }
 
 
-def register_evaluator(name: str, factory: str | Callable[..., Evaluator], *, takes_argument: bool = False) -> None:
+def register_evaluator(name: str, factory: str | Callable[..., Evaluator], *, takes_argument: bool = False,
+                       argument_optional: bool = False) -> None:
     """Register ``factory`` under ``name``; with ``takes_argument`` it is asked for as ``name:<arg>``
-    and called with that argument."""
+    and called with that argument; with ``argument_optional`` as ``name`` too, and then called with
+    none (``debate``: every running judge; ``debate:<judge>``: that judge alone)."""
     if not name or not isinstance(name, str) or ":" in name:
         raise EvaluatorError("an evaluator needs a non-empty name without ':'")
-    _REGISTRY[name] = (factory, takes_argument)
+    _REGISTRY[name] = (factory, takes_argument or argument_optional, argument_optional)
 
 
 def available_evaluators() -> list[str]:
-    """Names as a user types them: ``geval:<argument>`` for those that take one."""
-    return sorted(f"{name}:<argument>" if takes else name for name, (_, takes) in _REGISTRY.items())
+    """Names as a user types them: ``geval:<argument>`` for those that take one, ``debate[:<argument>]``
+    for those that may."""
+    return sorted(f"{name}[:<argument>]" if optional else f"{name}:<argument>" if takes else name
+                  for name, (_, takes, optional) in _REGISTRY.items())
 
 
 def _resolve(factory: str | Callable[..., Evaluator]) -> Callable[..., Evaluator]:
@@ -242,9 +246,9 @@ def get_evaluator(spec: str) -> Evaluator:
     known = ", ".join(available_evaluators())
     if name not in _REGISTRY:
         raise EvaluatorError(f"unknown evaluator {spec!r}; available: {known}")
-    factory, takes = _REGISTRY[name]
-    if takes and not argument:
+    factory, takes, optional = _REGISTRY[name]
+    if takes and not argument and not optional:
         raise EvaluatorError(f"evaluator {name!r} needs an argument: {name}:<argument>")
     if not takes and colon:
         raise EvaluatorError(f"evaluator {name!r} takes no argument (got {spec!r}); available: {known}")
-    return _resolve(factory)(argument) if takes else _resolve(factory)()
+    return _resolve(factory)(argument) if takes and argument else _resolve(factory)()

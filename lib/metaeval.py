@@ -31,6 +31,8 @@ from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 NEITHER, FIRST, SECOND = 0, 1, 2
 CATEGORIES = (NEITHER, FIRST, SECOND)
 
@@ -369,6 +371,28 @@ def expected_calibration_error(predictions: Sequence[tuple[dict, Hashable]], bin
 
 BOOTSTRAP_ROUNDS = 2000
 BOOTSTRAP_SEED = 0
+MIN_BOOTSTRAP_ROUNDS = 200
+BOOTSTRAP_DRAWS = 20_000_000  # resampled pairs a computation of the arena votes' figures draws, from 10,000 on
+
+
+def bootstrap_rounds(n: int) -> int:
+    """The bootstrap rounds of n decided arena votes (a board's figures and the factor of a context's
+    votes, lib.weighting.count_figures): 2,000 up to 10,000 votes, then BOOTSTRAP_DRAWS // n, at least
+    MIN_BOOTSTRAP_ROUNDS. A fixed function of n, written into the votes' qualification record
+    (`bootstrap.rounds`), so the board, the oracle and whoever checks either use the same rounds.
+
+    A round draws n pairs, so 2,000 rounds cost 2,000 n draws (14 s of CPU at a million votes); at a
+    bounded number of draws the cost is bounded whatever n. Fewer rounds are enough where there are
+    more votes: the interval's width shrinks as 1/sqrt(n) (a share's standard error is sqrt(v / n), v
+    the per-vote variance, at most 1 for the margin), while the Monte Carlo error of a percentile bound
+    estimated from R rounds is about 2.7 / sqrt(R) of that standard error (the 2.5% quantile's
+    sqrt(0.025 * 0.975 / R) over the normal density there). At R = BOOTSTRAP_DRAWS / n that error is
+    2.7 sqrt(v / BOOTSTRAP_DRAWS) of n: the same share of the votes at every n from 10,000 on, what
+    2,000 rounds give at 10,000 votes (under 0.06% of n), where the interval itself is a few percent
+    wide. Above 100,000 votes the floor of 200 rounds takes over (a bound's error 0.19 of its standard
+    error, shrinking with n, and the cost growing with it again: 200 n draws). Labelled sets keep 2,000
+    rounds (apps/annotate/qualify.py): their n is a few thousand, where this gives 2,000 anyway."""
+    return min(BOOTSTRAP_ROUNDS, max(MIN_BOOTSTRAP_ROUNDS, BOOTSTRAP_DRAWS // max(n, 1)))
 
 
 def decided_outcomes(pairs: Sequence[dict], verdicts: Sequence[str | None],
@@ -391,22 +415,122 @@ def bootstrap_counts(outcomes: Sequence[tuple[int, int]], rounds: int = BOOTSTRA
                      seed: int = BOOTSTRAP_SEED) -> dict:
     """Integer bounds of the 95% percentile bootstrap, over `rounds` resamples of the outcomes:
     `right` (evaluator right) and `margin` (evaluator right minus baseline right), each as counts
-    out of n = len(outcomes); n = 0 gives None bounds."""
+    out of n = len(outcomes); n = 0 gives None bounds.
+
+    Each resample is the n pairs `random.Random(seed).choices(range(n), k=n)` draws, round after round
+    from one generator: that is the definition anyone rebuilds. The draws are made here by numpy's
+    Mersenne Twister started in the same state, turning its 53-bit doubles into positions as `choices`
+    does (floor(u * n)), so the positions are the same, bit for bit, at a few nanoseconds each
+    (tests/lib/test_validity.py holds the two equal)."""
     n = len(outcomes)
     if rounds < 40:
         raise ValueError("a 95% interval needs at least 40 bootstrap rounds")
     if not n:
         return {"n": 0, "right": (None, None), "margin": (None, None)}
-    rng = random.Random(seed)
-    right = [e for e, _ in outcomes]
-    diff = [e - b for e, b in outcomes]
-    index = range(n)
-    right_sums, diff_sums = [], []
-    for _ in range(rounds):
-        drawn = rng.choices(index, k=n)
-        right_sums.append(sum(right[i] for i in drawn))
-        diff_sums.append(sum(diff[i] for i in drawn))
+    pairs = [(int(e), int(b)) for e, b in outcomes]
+    starts = [i for i in range(n) if i == 0 or pairs[i] != pairs[i - 1]]
+    if len(starts) <= FEW_RUNS:  # a few runs of equal outcomes (a board's votes, grouped): counted by run
+        return bootstrap_runs([(pairs[s], t - s) for s, t in zip(starts, starts[1:] + [n])], rounds, seed)
+    right_sums, diff_sums = _gathered_sums([(e, e - b) for e, b in pairs], rounds, seed)
     return {"n": n, "right": percentile_bounds(right_sums), "margin": percentile_bounds(diff_sums)}
+
+
+def bootstrap_runs(runs: Sequence[tuple[tuple[int, int], int]], rounds: int = BOOTSTRAP_ROUNDS,
+                   seed: int = BOOTSTRAP_SEED) -> dict:
+    """`bootstrap_counts` of outcomes listed run after run, `runs` = ((evaluator right, baseline right),
+    how many in a row) in their order: the same draws and bounds, without listing the n outcomes (a
+    board's votes, grouped by outcome). Counting the draws that fall below each run's start gives every
+    run's count per round, so nothing is gathered."""
+    runs = [(outcome, int(k)) for outcome, k in runs if k]
+    n = sum(k for _, k in runs)
+    if rounds < 40:
+        raise ValueError("a 95% interval needs at least 40 bootstrap rounds")
+    if not n:
+        return {"n": 0, "right": (None, None), "margin": (None, None)}
+    starts = [0]
+    for _, k in runs[:-1]:
+        starts.append(starts[-1] + k)
+    counts = _run_counts(_python_random(seed), n, starts, rounds)
+    sums = counts @ np.array([(int(e), int(e) - int(b)) for (e, b), _ in runs], dtype=np.int64)
+    return {"n": n, "right": percentile_bounds(sums[:, 0].tolist()), "margin": percentile_bounds(sums[:, 1].tolist())}
+
+
+BOOTSTRAP_CHUNK = 1 << 16  # drawn positions held at once: small enough to stay in a core's cache
+FEW_RUNS = 16  # outcomes in at most this many runs of equal rows are counted by run, not gathered
+
+
+def _gathered_sums(rows: list[tuple[int, int]], rounds: int, seed: int) -> tuple[list[int], list[int]]:
+    """Per resample, the sums of both columns of `rows` over the positions drawn."""
+    n = len(rows)
+    draws = _python_random(seed)
+    columns = np.array(rows, dtype=np.int64).T
+    per_chunk = max(1, BOOTSTRAP_CHUNK // n)
+    buffer = np.empty(min(per_chunk, rounds) * n)
+    right_sums: list[int] = []
+    diff_sums: list[int] = []
+    for start in range(0, rounds, per_chunk):
+        k = min(per_chunk, rounds - start)
+        x = buffer[:k * n]
+        draws.random(out=x)
+        x *= float(n)
+        drawn = np.floor(x).astype(np.intp).reshape(k, n)
+        right_sums += columns[0][drawn].sum(axis=1).tolist()
+        diff_sums += columns[1][drawn].sum(axis=1).tolist()
+    return right_sums, diff_sums
+
+
+def _run_counts(draws: np.random.Generator, n: int, starts: list[int], rounds: int) -> np.ndarray:
+    """(rounds, runs): how many of each round's n drawn positions fall in each run [starts[j], starts[j+1]).
+
+    `choices` makes a position floor(u * n) of a double u, and floor(u * n) < s exactly when u is below
+    the threshold `position_threshold(s, n)`, so the draws are compared as they come, with no product
+    and no floor. Rounds of more than BOOTSTRAP_CHUNK positions are drawn in pieces, in order."""
+    thresholds = [position_threshold(s, n) for s in starts[1:]]
+    below = np.zeros((rounds, len(starts) + 1), dtype=np.int64)
+    below[:, -1] = n
+    per_chunk = max(1, BOOTSTRAP_CHUNK // n)
+    size = min(per_chunk * n, rounds * n) if n <= BOOTSTRAP_CHUNK else BOOTSTRAP_CHUNK
+    buffer, mask = np.empty(size), np.empty(size, dtype=bool)
+    if n <= BOOTSTRAP_CHUNK:
+        for start in range(0, rounds, per_chunk):
+            k = min(per_chunk, rounds - start)
+            x, m = buffer[:k * n].reshape(k, n), mask[:k * n].reshape(k, n)
+            draws.random(out=buffer[:k * n])
+            for j, t in enumerate(thresholds, start=1):
+                np.less(x, t, out=m)
+                below[start:start + k, j] = np.count_nonzero(m, axis=1)
+    else:
+        for r in range(rounds):
+            for start in range(0, n, BOOTSTRAP_CHUNK):
+                piece = min(BOOTSTRAP_CHUNK, n - start)
+                x, m = buffer[:piece], mask[:piece]
+                draws.random(out=x)
+                for j, t in enumerate(thresholds, start=1):
+                    below[r, j] += np.count_nonzero(np.less(x, t, out=m))
+    return np.diff(below, axis=1)
+
+
+def position_threshold(s: int, n: int) -> float:
+    """The least double u that `random()` can return (a multiple of 2**-53) with floor(u * n) >= s, the
+    product rounded as Python and numpy round it: so `u < position_threshold(s, n)` exactly when the
+    position `choices` makes of u is below s (0 < s < n)."""
+    step, scale = 2.0 ** -53, float(n)
+    k = (s << 53) // n  # k * n / 2**53 <= s: at or just below the threshold, before rounding
+    while k > 0 and (k - 1) * step * scale >= s:
+        k -= 1
+    while k * step * scale < s:
+        k += 1
+    return k * step
+
+
+def _python_random(seed: int) -> np.random.Generator:
+    """A numpy generator in the state `random.Random(seed)` starts in: both are MT19937, and both make a
+    double of two 32-bit outputs as ((a >> 5) * 2**26 + (b >> 6)) / 2**53."""
+    _version, state, _gauss = random.Random(seed).getstate()
+    generator = np.random.MT19937()
+    generator.state = {"bit_generator": "MT19937",
+                       "state": {"key": np.array(state[:-1], dtype=np.uint32), "pos": state[-1]}}
+    return np.random.Generator(generator)
 
 
 def validity_factor_wad(margin_low: int | None, n: int, baseline_right: int) -> int:

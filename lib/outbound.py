@@ -371,6 +371,15 @@ class _AsyncCappedStream(httpx.AsyncByteStream):
 
 
 def _guard_pool(transport, backend) -> None:
+    """Make the transport's connection pool connect through `backend`.
+
+    This reaches into httpx's private state on purpose: httpcore takes a network backend publicly
+    (`ConnectionPool(network_backend=...)`), but httpx's HTTPTransport, which builds that pool, has
+    no argument to pass one (httpx 0.28; adding it is proposed upstream, not released). The public
+    way round, a transport of our own over an httpcore pool, would have to copy how HTTPTransport
+    turns requests, answers and httpcore's errors into httpx's, itself private code (the error
+    mapping lives in httpx._transports.default), and would drift from it silently; setting the one
+    attribute keeps all of that httpx's, and fails loudly below if httpx changes its shape."""
     pool = transport._pool  # httpx builds the pool; the guard supplies how it connects
     if not isinstance(pool, (httpcore.ConnectionPool, httpcore.AsyncConnectionPool)) \
             or not hasattr(pool, "_network_backend"):

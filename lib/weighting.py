@@ -4,10 +4,11 @@
 - ``paper``: wA = the mean R of the reference models in the context (REPUTATION.md, the paper);
 - ``validated`` (the default): wA = that mean times the evaluator's validity factor
   (`lib.metaeval.validity_factor_wad`): 0 until the evaluator has beaten "the longer answer wins"
-  on human-labelled pairs (the lower end of its paired 95% margin above 0), then growing with the margin.
+  on human-labelled pairs, or on the context's own arena votes once it has enough (the lower end of
+  its paired 95% margin above 0), then growing with the margin.
 
-A qualification record (IPFS) holds what the factor comes from: per decided labelled pair whether
-the evaluator and the length rule were right, the labelled sets and their hashes, and the bootstrap's
+A qualification record (IPFS) holds what the factor comes from: per decided labelled pair (or vote)
+whether the evaluator and the length rule were right, the sets and their hashes, and the bootstrap's
 rounds and seed; `check_qualification` rebuilds the factor from the outcomes alone. Each interaction's
 evidence record carries a `weighting` object (the rule, the R of every reference as used, their mean,
 the factor and the qualification's CID); `expected_wa` rebuilds wA from it and the qualification.
@@ -18,15 +19,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
-from .metaeval import BOOTSTRAP_ROUNDS, BOOTSTRAP_SEED, bootstrap_counts, validity_factor_wad
+from .metaeval import BOOTSTRAP_ROUNDS, BOOTSTRAP_SEED, bootstrap_counts, bootstrap_runs, validity_factor_wad
 from .records import WAD, RecordError, canonical
 
 QUALIFICATION_SCHEMA = "llmchain/evaluator-qualification"
 QUALIFICATION_VERSION = 1
 RULES = ("validated", "paper")
 DEFAULT_RULE = "validated"
+# The R of a reference model in a context where no model has a REP yet (REPUTATION.md: 0.5 when first);
+# a model without one among others is given the mean of theirs.
+INITIAL_R = WAD // 2
+# The order a record of a board's votes lists them in: by (score right, longer answer right), each group in
+# battle-id order. The bootstrap resamples positions, so in this order its figures depend on the four
+# counts alone, and whoever counts the votes gets the factor of whoever lists them.
+OUTCOME_ORDER = ((1, 1), (1, 0), (0, 1), (0, 0))
 
 
 class WeightingError(ValueError):
@@ -52,9 +61,57 @@ def qualification_record(*, evaluator: str, params: dict[str, str], sets: Sequen
 
 def qualification_figures(record: dict) -> dict:
     """What the outcomes say, recomputed: n, rights, the margin's bounds (counts) and the factor."""
-    outcomes = [(e, b) for _, e, b in record["outcomes"]]
-    boot = bootstrap_counts(outcomes, record["bootstrap"]["rounds"], record["bootstrap"]["seed"])
-    n, right, base = len(outcomes), sum(e for e, _ in outcomes), sum(b for _, b in outcomes)
+    return outcome_figures([(e, b) for _, e, b in record["outcomes"]], record["bootstrap"]["rounds"],
+                           record["bootstrap"]["seed"])
+
+
+def outcome_figures(outcomes: Sequence[tuple[int, int]], rounds: int = BOOTSTRAP_ROUNDS,
+                    seed: int = BOOTSTRAP_SEED) -> dict:
+    """A qualification's figures from its (evaluator right, length rule right) rows in their order: the
+    one computation of the factor, for a record and for a board's votes alike (lib.weighted.vote_validity).
+    Rows in OUTCOME_ORDER (a record of votes) are counted and go through `count_figures`, so a record
+    pinned, checked and audited in one process, and the board of the same votes, bootstrap once."""
+    counts = grouped_counts(outcomes)
+    if counts is not None:
+        return count_figures(counts, rounds, seed)
+    return _figures(outcomes, rounds, seed)
+
+
+def count_figures(counts: tuple[int, int, int, int], rounds: int, seed: int) -> dict:
+    """`outcome_figures` of outcomes listed in OUTCOME_ORDER, `counts` of each in that order. They depend
+    on nothing else, so each distinct (counts, rounds, seed) is bootstrapped once per process."""
+    return dict(_count_figures(tuple(int(c) for c in counts), rounds, seed))
+
+
+@lru_cache(maxsize=256)
+def _count_figures(counts: tuple[int, ...], rounds: int, seed: int) -> dict:
+    boot = bootstrap_runs(list(zip(OUTCOME_ORDER, counts)), rounds, seed)
+    right = sum(c for (e, _), c in zip(OUTCOME_ORDER, counts) if e)
+    base = sum(c for (_, b), c in zip(OUTCOME_ORDER, counts) if b)
+    return _figures_of(sum(counts), right, base, boot)
+
+
+def grouped_counts(outcomes: Sequence[tuple[int, int]]) -> tuple[int, int, int, int] | None:
+    """How many of each outcome, in OUTCOME_ORDER, when the rows are listed in that order; else None."""
+    counts, last = [0, 0, 0, 0], 0
+    for e, b in outcomes:
+        at = _PLACE.get((e, b), -1)
+        if at < last:
+            return None
+        counts[at] += 1
+        last = at
+    return counts[0], counts[1], counts[2], counts[3]
+
+
+_PLACE = {outcome: at for at, outcome in enumerate(OUTCOME_ORDER)}
+
+
+def _figures(outcomes: Sequence[tuple[int, int]], rounds: int, seed: int) -> dict:
+    boot = bootstrap_counts(outcomes, rounds, seed)
+    return _figures_of(len(outcomes), sum(e for e, _ in outcomes), sum(b for _, b in outcomes), boot)
+
+
+def _figures_of(n: int, right: int, base: int, boot: dict) -> dict:
     low, high = boot["margin"]
     return {"n": n, "right": right, "length_right": base, "margin_low": low, "margin_high": high,
             "right_low": boot["right"][0], "right_high": boot["right"][1],

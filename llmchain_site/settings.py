@@ -29,7 +29,7 @@ ALLOWED_HOSTS = [h for h in os.environ.get(
     "ALLOWED_HOSTS", "" if LLMCHAIN_PROFILE == "production" else "localhost,127.0.0.1,[::1],testserver").split(",") if h]
 
 INSTALLED_APPS = [
-    "daphne",
+    "llmchain_site",  # runserver is daphne's, imported only when serving (management/commands/runserver.py)
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -138,6 +138,9 @@ if LLMCHAIN_CACHE_URL:
 # Anonymous board reads answered from a versioned response cache in front of Django (apps/leaderboard/fastpath.py).
 LLMCHAIN_BOARD_FASTPATH = os.environ.get("LLMCHAIN_BOARD_FASTPATH", "1") != "0"
 LLMCHAIN_BOARD_FASTPATH_MB = float(os.environ.get("LLMCHAIN_BOARD_FASTPATH_MB", "128"))
+# How old a kept board may be when served after its board changed, while it is rendered again (stale
+# while revalidate): seconds since the site last knew it was current. 0: never served once changed.
+LLMCHAIN_BOARD_MAX_STALE_S = float(os.environ.get("LLMCHAIN_BOARD_MAX_STALE_S", "5"))
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:
@@ -385,6 +388,8 @@ LLMCHAIN_DEBATE_CRITERION = os.environ.get("LLMCHAIN_DEBATE_CRITERION", "helpful
 LLMCHAIN_DECAY_LAMBDA = os.environ.get("LLMCHAIN_DECAY_LAMBDA", "0.001")
 LLMCHAIN_DEBATE_ROUNDS = int(os.environ.get("LLMCHAIN_DEBATE_ROUNDS", "3"))  # D: round 0 + up to 2 discussions
 LLMCHAIN_DEBATE_MAX_TOKENS = int(os.environ.get("LLMCHAIN_DEBATE_MAX_TOKENS", "320"))  # per judge reply
+# the built-in model's reply as a judge: what it can write within the per-reply limit on a busy CPU
+LLMCHAIN_BUILTIN_JUDGE_MAX_TOKENS = int(os.environ.get("LLMCHAIN_BUILTIN_JUDGE_MAX_TOKENS", "96"))
 LLMCHAIN_DEBATE_TEMPERATURE = float(os.environ.get("LLMCHAIN_DEBATE_TEMPERATURE", "0.7"))
 LLMCHAIN_DEBATE_TIMEOUT_S = float(os.environ.get("LLMCHAIN_DEBATE_TIMEOUT_S", "180"))  # per judge reply, debate or G-Eval
 LLMCHAIN_DEBATE_LEASE_S = float(os.environ.get("LLMCHAIN_DEBATE_LEASE_S", "1800"))  # a whole debate

@@ -8,6 +8,7 @@ import hmac
 import json
 import logging
 import secrets
+import select
 import socket
 import sys
 import threading
@@ -191,7 +192,21 @@ class _Handler(BaseHTTPRequestHandler):
     def _complete(self, request: ChatRequest, prompt: list[int], params: SamplingParams, rng, meta: dict) -> None:
         choices, used = [], 0
         for index in range(request.n):
-            pieces = list(self.server.model.generate(prompt, params, rng))
+            pieces = []
+            generation = self.server.model.generate(prompt, params, rng)
+            try:
+                for piece in generation:
+                    pieces.append(piece)
+                    # Nothing is sent before the answer is whole, so a client that gave up (its read timeout)
+                    # is seen only here: stop, rather than spend the model on an answer nobody reads while
+                    # the client's next request (often the same one, asked again) waits its turn.
+                    if self._client_gone():
+                        log.info("client %s went away after %d of at most %d tokens: generation stopped",
+                                 self.address_string(), len(pieces), params.max_tokens)
+                        self.close_connection = True
+                        return
+            finally:
+                generation.close()
             used += pieces[-1].completion_tokens
             choices.append({
                 "index": index,
@@ -241,6 +256,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._event(ApiError(500, "Generation failed", type="server_error").body())
         self._write_chunk(b"data: [DONE]\n\n")
         self._write_chunk(b"")
+
+    def _client_gone(self) -> bool:
+        """Whether the client has closed its connection (read as end of file) or reset it; bytes it sent
+        meanwhile are only peeked at, never consumed."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):  # reset, or already closed
+            return True
 
     def _event(self, payload: dict) -> None:
         self._write_chunk(b"data: " + json.dumps(payload, ensure_ascii=False).encode() + b"\n\n")

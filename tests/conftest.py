@@ -17,6 +17,11 @@ django_settings.LLMCHAIN_FINALITY = os.environ["LLMCHAIN_FINALITY"]
 # pytest-django turns DEBUG off in this process, which is no deployment: the deployment check
 # (ops/checks.py, which the ASGI application runs on import) would refuse settings.py's laptop key.
 django_settings.SECRET_KEY = "tests-only-" + "k" * 60
+# A board is served as of its version in the tests: a change the indexer folds shows on the next request
+# (a live site may serve a board up to LLMCHAIN_BOARD_MAX_STALE_S old while it is rendered again). The
+# tests of that set a bound of their own.
+os.environ.setdefault("LLMCHAIN_BOARD_MAX_STALE_S", "0")
+django_settings.LLMCHAIN_BOARD_MAX_STALE_S = float(os.environ["LLMCHAIN_BOARD_MAX_STALE_S"])
 # Tests reach their own servers (anvil, js-ipfs, the model server, another site) on loopback ports the
 # OS picks, so the outbound guard admits loopback here, as a laptop's settings do; tests/security
 # narrows it again to show what it refuses.
@@ -68,13 +73,36 @@ def uses_the_model(item) -> bool:
     return bool(CPU_BOUND_FIXTURES & set(getattr(item, "fixturenames", ())))
 
 
+def shares_a_module_fixture(item) -> bool:
+    """Whether the test takes a fixture set up once per module (a chain, a filled bench database, an
+    encoder): its module's tests then run in one worker, which sets it up once, where spread over the
+    workers each paid for it (the boards bench's scratch database, about 100 s, three times)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(defs and defs[-1].scope in ("module", "package") for defs in info.name2fixturedefs.values())
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`make test`, `--dist loadgroup`) the tests that run the built-in model or
     the oracle's scoring go one after the other in one worker: two at once on this 2-core machine
-    would race their waits against each other's answers. Without anvil, the chain tests are skipped."""
+    would race their waits against each other's answers, and each worker would load a model server
+    of its own. Without anvil, the chain tests are skipped.
+
+    tryfirst: xdist's worker turns the groups into its scheduling units in this same hook, and it
+    is registered after this file (an initial conftest), so pluggy would call it first and the group
+    marked here would come too late to count: every worker then ran model tests with a server each."""
     for item in items:
         if uses_the_model(item):
             item.add_marker(pytest.mark.xdist_group("model"))
+        elif item.get_closest_marker("xdist_group") is None and shares_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    # The slow tests first (a stable sort, before pytest-django's, which then orders the tests by their
+    # database use and keeps this order within each kind): xdist hands out tests and groups in collection
+    # order, and the topology test (about 2 min) came 1,885th of 2,030, the model group (about 8 min in one
+    # worker) 433rd, so that the run could end on them with the other workers idle.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     if anvil_available():
         return
     skip = pytest.mark.skip(reason="anvil is not installed (run `npm ci`)")
@@ -85,9 +113,13 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    """The boards cache rendered pages in the process's cache: no test sees another's."""
+    """The boards cache rendered pages in the process's cache, and their standings in the process: no
+    test sees another's."""
     from django.core.cache import cache
+
+    from apps.leaderboard import boards
     cache.clear()
+    boards.forget_standings()
     yield
 
 

@@ -8,19 +8,22 @@ import pytest
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
+from apps.annotate.models import ExpertVerdict, QueueItem
 from apps.chain import outbox
 from apps.chain.keys import oracle_address
 from apps.chain.ledger import Deployment
-from apps.chain.models import IndexerCursor, LedgerModel
+from apps.chain.models import IndexerCursor, LedgerInteraction, LedgerModel, OutboxItem
 from apps.chat import arena
 from apps.chat.conversations import begin_interaction, finish_interaction, start_conversation
-from apps.chat.models import Profile
+from apps.chat.models import Profile, Rating
 from apps.chat.ratings import queue_waiting_ratings, submit_rating
 from apps.chat.registry import ModelFields, register_model
 from apps.leaderboard.models import BoardEntry
 from apps.oracle.models import EvaluationJob
 from lib.reputation import GLOBAL_CONTEXT_ID
+from tests.annotate.queue_factories import disagreement
 from tests.chat.factories import make_contexts
 from tests.personas import developer, expert, user
 
@@ -30,14 +33,16 @@ SIZES = (2, 7)
 ANSWERS = {"reliability": "4", "completeness": "5", "utility": "3", "familiarity": "2", "trust": "4",
            "uncertainty": "1"}
 # The bound of each page (queries), the same at every size.
-BOUNDS = {"home": 11, "board": 13, "reputation": 8, "model": 10, "conversation": 18, "arena": 8, "battle": 15,
-          "queue": 16, "verify": 13, "account": 7}
+BOUNDS = {"home": 13, "board": 15, "reputation": 8, "model": 10, "conversation": 18, "arena": 8, "battle": 15,
+          "queue": 14, "verify": 15, "account": 7}
 
 
 @pytest.fixture(params=SIZES, ids=lambda n: f"{n} of each")
 def site(request, settings, tmp_path):
-    """`n` models on the boards, a conversation of `n` answered turns (every other one rated, one
-    rating queued), `n` arena battles, with a deployment and an indexed block."""
+    """`n` models on the boards, a conversation of `n` answered turns (every other one rated, each
+    rating queued and its calls confirmed, not yet indexed as on-chain), `n` arena battles, `n`
+    disagreements in the expert queue (all but one answered by two experts), with a deployment and an
+    indexed block."""
     n = request.param
     settings.LLMCHAIN_IPFS_BACKEND = "local"
     settings.LLMCHAIN_IPFS_DIR = tmp_path / "ipfs"
@@ -70,6 +75,21 @@ def site(request, settings, tmp_path):
         if k % 2 == 0:
             submit_rating(alice, turn, ANSWERS)
     queue_waiting_ratings()
+    for rating in Rating.objects.filter(status=Rating.Status.QUEUED).select_related("interaction"):
+        # Confirmed: the indexer has its humEval, not yet its updateReputation.
+        OutboxItem.objects.filter(pk__in=[rating.hum_item_id, rating.update_item_id]).update(status="confirmed")
+        LedgerInteraction.objects.create(
+            interaction_id=rating.interaction.interaction_id, model_id=models[0].model_id,
+            context_id=coding.context_id, user=alice.profile.rating_address, has_reference=False, sa=0, wa=0,
+            evidence_cid="bafkreitest", auto_tx="0x" + "aa" * 32, auto_block=2, sh=WAD // 2, wh=WAD,
+            human_tx="0x" + "bb" * 32, human_block=3)
+    frank, gina = expert("frank"), expert("gina")
+    for k in range(n):
+        item = disagreement(k, required=2)
+        if k < n - 1:
+            for who, verdict in ((frank, 1), (gina, 1 + k % 2)):
+                ExpertVerdict.objects.create(item=item, expert=who, verdict=verdict)
+            QueueItem.objects.filter(pk=item.pk).update(status="resolved", resolved_at=timezone.now())
     battles = []
     for k in range(n):  # one battle waits for its vote at a time: the others are abandoned
         battles.append(arena.start_battle(alice, coding))
@@ -103,10 +123,7 @@ def test_each_main_page_costs_a_fixed_number_of_queries_and_writes_nothing(site,
     with django_assert_max_num_queries(BOUNDS[page]), CaptureQueriesContext(connection) as seen:
         response = client.get(path)
     assert response.status_code in (200, 503), (page, response.status_code)
-    # The expert queue's page holds the item it shows for the expert who sees it (a claim, given back
-    # when they move on): that write is what the queue is.
     writes = [q["sql"] for q in seen.captured_queries
               if q["sql"].lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE"))
-              and "django_session" not in q["sql"] and "axes_" not in q["sql"]
-              and not (page == "queue" and "annotate_queueitem" in q["sql"])]
+              and "django_session" not in q["sql"] and "axes_" not in q["sql"]]
     assert not writes, writes

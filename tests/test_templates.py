@@ -62,6 +62,31 @@ def test_no_template_compares_against_a_magic_number_or_a_list_of_statuses():
     assert not found, found
 
 
+# A number a template decides with: compared against, or added (a limit counted down, `named|length > 12`).
+# 0 and 1 are not limits (`number == 0`, `required_verdicts > 1`); numbers that format (floatformat:3,
+# truncatechars:14, slice:":12" of a hash, widthratio's 100) are not decisions.
+DECIDING_NUMBER = re.compile(r"(?:==|!=|<=|>=|<|>)\s*[\"']?(-?\d+)|(-?\d+)[\"']?\s*(?:==|!=|<=|>=|<|>)"
+                             r"|\|add:\s*[\"']?(-?\d+)")
+
+
+def deciding_numbers(text: str) -> list[str]:
+    return [tag[:80] for tag in TAG.findall(text) for match in DECIDING_NUMBER.finditer(tag)
+            if abs(int(next(g for g in match.groups() if g is not None))) > 1]
+
+
+def test_no_template_decides_with_a_number_of_its_own():
+    found = {path.relative_to(REPO).as_posix(): hits for path in TEMPLATES.rglob("*.html")
+             if (hits := deciding_numbers(path.read_text()))}
+    assert not found, f"pass these from the view (one constant in code): {found}"
+
+
+def test_a_number_a_template_decides_with_is_caught():
+    text = ('{% for s in named|slice:":12" %}{% endfor %}{% if named|length > 12 %}{{ named|length|add:"-12" }}'
+            '{% endif %}{% if 3 <= n %}{% endif %}{% if number == 0 or item.required_verdicts > 1 %}{% endif %}'
+            '{{ x|floatformat:3 }}{{ cid|slice:":12" }}{% widthratio a 1 100 %}')
+    assert deciding_numbers(text) == ["{% if named|length > 12 %}", '{{ named|length|add:"-12" }}', "{% if 3 <= n %}"]
+
+
 def test_an_evaluation_job_says_which_of_its_steps_are_done():
     from apps.oracle.models import EvaluationJob
 

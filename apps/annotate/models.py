@@ -217,13 +217,16 @@ class Qualification(models.Model):
     """An evaluator run on the human-labelled sets before its scores may carry weight: the figures
     against "the longer answer wins" and the weight they earn (lib/weighting.py). The record it came
     from (every decided pair's outcome) is on IPFS at `cid`, so the weight can be rebuilt without this
-    table. `status` says whether it is still running."""
+    table. `status` says whether it is still running. A qualification finished without running
+    ("skipped": a debate-role one whose judge did not qualify as a pairwise judge, apps/annotate/qualify.py)
+    measured nothing: no figures, no weight, and `error` says in words why it was not tried."""
 
     class Status(models.TextChoices):
         PENDING = "pending", "Waiting to run"
         RUNNING = "running", "Running"
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
+        SKIPPED = "skipped", "Not tried"
 
     evaluator = models.CharField(max_length=200, db_index=True)  # "bertscore-ref", "geval:<judge>", ...
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
@@ -232,8 +235,9 @@ class Qualification(models.Model):
     cid = models.CharField(max_length=100, blank=True)
     factor = models.CharField(max_length=24, blank=True)  # 1e18 fixed point: the weight earned
     figures = models.JSONField(default=dict, blank=True)  # pooled and per set, as `metaeval pairs` prints them
-    error = models.TextField(blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
+    error = models.TextField(blank=True)  # why it failed, or why it was not tried (skipped)
+    created_at = models.DateTimeField(default=timezone.now)  # when it was queued
+    started_at = models.DateTimeField(null=True, blank=True)  # when it began to run
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -245,3 +249,28 @@ class Qualification(models.Model):
     @property
     def qualified(self) -> bool:
         return self.status == self.Status.DONE and self.factor not in ("", "0")
+
+
+class VoteQualification(models.Model):
+    """The oracle metric's evaluator qualified on one context's own people: a qualification record
+    (lib/weighting.py, the schema of the labelled sets' own) whose outcomes are that context's counted
+    arena votes between two scored answers (apps/annotate/vote_qualification.py). Kept per distinct set
+    of votes (`outcomes_sha256`), so the oracle pins and bootstraps a context's votes once per change of
+    them, not once per evaluation; the record on IPFS at `cid` holds everything, so the weight can be
+    rebuilt without this table."""
+
+    evaluator = models.CharField(max_length=200)
+    context_id = models.CharField(max_length=66)
+    outcomes_sha256 = models.CharField(max_length=64)  # of the record's canonical outcomes: its set's sha256
+    judged = models.PositiveIntegerField()  # votes between two scored answers: the record's outcomes
+    cid = models.CharField(max_length=100)
+    factor = models.CharField(max_length=24)  # 1e18 fixed point, as the record's figures give it
+    figures = models.JSONField(default=dict)  # the record's figures (lib.weighting.qualification_figures)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["evaluator", "context_id", "outcomes_sha256"],
+                                               name="one_vote_qualification_per_set_of_votes")]
+
+    def __str__(self) -> str:
+        return f"{self.evaluator} on {self.judged} votes of {self.context_id[:10]}"

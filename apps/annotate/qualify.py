@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass
+from datetime import timedelta, timezone as dt_timezone
 from pathlib import Path
 
 from django.conf import settings
@@ -22,6 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.chain.evidence import default_store
+from apps.chat.builtin import BUILTIN_NAME
 from lib import records
 from lib.evaluators import EvaluatorError, Length, get_evaluator
 from lib.labelled_sets import LabelledSetError, llmbar_pairs, pandalm_pairs
@@ -70,7 +72,7 @@ def judge_sets(evaluator: str, per_set: int | None, data_dir: Path | None = None
         judge = get_evaluator(evaluator)
     except EvaluatorError as exc:
         raise QualificationError(str(exc)) from None
-    per, used, outcomes, skipped = {}, [], [], {}
+    per, used, outcomes, skipped, positions = {}, [], [], {}, []
     pooled_pairs, pooled_verdicts, pooled_length = [], [], []
     for s in sets:
         path = s.path(data_dir)
@@ -90,6 +92,9 @@ def judge_sets(evaluator: str, per_set: int | None, data_dir: Path | None = None
         length = Length().compare(pairs)
         figures = validity(pairs, verdicts, length)
         figures.pop("bootstrap")
+        if position := judge.pair_details().get("position"):  # a judge asked both orders of each pair
+            figures["position"] = position
+            positions.append(position)
         per[s.name] = figures
         used.append({"name": s.name, "sha256": digest, "pairs": len(every),
                      "judged": len(pairs)})
@@ -99,15 +104,29 @@ def judge_sets(evaluator: str, per_set: int | None, data_dir: Path | None = None
         pooled_verdicts += verdicts
         pooled_length += length
     pooled = validity(pooled_pairs, pooled_verdicts, pooled_length)
+    if positions:
+        pooled["position"] = pooled_position(positions)
     return {"judge": judge, "per_set": per, "sets": used, "outcomes": outcomes, "pooled": pooled,
             "skipped": skipped}
+
+
+def pooled_position(per_set: list[dict]) -> dict:
+    """lib.metaeval.position_bias's figures over every set, from the counts of each."""
+    counts = {k: sum(p[k] for p in per_set) for k in ("pairs", "both_readable", "consistent", "decided_verdicts",
+                                                       "first_position_wins")}
+    return {**counts,
+            "consistency": round(counts["consistent"] / counts["both_readable"], 4) if counts["both_readable"] else None,
+            "first_position_win_rate": (round(counts["first_position_wins"] / counts["decided_verdicts"], 4)
+                                        if counts["decided_verdicts"] else None)}
 
 
 def qualify(evaluator: str, *, per_set: int | None = None, data_dir: Path | None = None, sets=SETS,
             row: Qualification | None = None) -> Qualification:
     """Run the qualification now and keep it (in `row` when given, e.g. a pending one); a failure is
     kept on the row with its reason and raised as QualificationError."""
-    row = row or Qualification.objects.create(evaluator=evaluator, full=per_set is None, per_set=per_set)
+    # A row of its own runs at once: kept as running, so no worker takes it as waiting and runs it too.
+    row = row or Qualification.objects.create(evaluator=evaluator, full=per_set is None, per_set=per_set,
+                                              status=Qualification.Status.RUNNING, started_at=timezone.now())
     try:
         found = judge_sets(evaluator, per_set, data_dir, sets)
         record = qualification_record(evaluator=evaluator, params=found["judge"].params, sets=found["sets"],
@@ -129,31 +148,145 @@ def qualify(evaluator: str, *, per_set: int | None = None, data_dir: Path | None
 
 
 def judge_evaluator(model_name: str) -> str:
-    """The evaluator a registered judge is qualified as: G-Eval with it as the judge."""
+    """The evaluator a registered judge is qualified as in G-Eval: G-Eval with it as the judge."""
     return f"geval:{model_name}"
 
 
+# The roles a judge model plays, each qualified on its own as the evaluator `<role>:<model name>`:
+# G-Eval scores each answer alone (lib/geval.py); a pairwise judge picks the better of two answers,
+# asked in both orders (apps/oracle/role_evaluators.py); a debate seats it as its two agents and takes
+# their consensus (apps/oracle/debates.py). Setting `is_judge` registers a model in all three.
+ROLES = ("geval", "pairwise", "debate")
+
+
+def role_evaluator(model_name: str, role: str) -> str:
+    """The evaluator a registered judge is qualified as in `role` (one of ROLES)."""
+    if role not in ROLES:
+        raise ValueError(f"a judge's role is one of {', '.join(ROLES)}, not {role!r}")
+    return f"{role}:{model_name}"
+
+
 def enqueue_judges(per_set: int | None = None) -> int:
-    """A pending sample qualification for every judge model that has none yet (registering a model as
-    a judge is setting `is_judge`); returns how many were queued."""
+    """A pending sample qualification in every role for every judge model that has none in it yet
+    (registering a model as a judge is setting `is_judge`), and a new debate-role one for a judge whose
+    last was not tried (`debate_gate`) when a pairwise qualification has finished since; returns how
+    many were queued."""
     from apps.chat.models import RegisteredModel
 
     per_set = settings.LLMCHAIN_QUALIFY_SAMPLE if per_set is None else per_set
     known = set(Qualification.objects.values_list("evaluator", flat=True))
-    queued = [Qualification(evaluator=judge_evaluator(name), per_set=per_set)
+    queued = [Qualification(evaluator=role_evaluator(name, role), per_set=per_set)
               for name in RegisteredModel.objects.filter(is_judge=True).values_list("name", flat=True)
-              if judge_evaluator(name) not in known]
+              for role in ROLES if role_evaluator(name, role) not in known]
+    queued += [Qualification(evaluator=row.evaluator, full=row.full, per_set=row.per_set) for row in _retry_debates()]
     Qualification.objects.bulk_create(queued)
     return len(queued)
 
 
+def _retry_debates() -> list[Qualification]:
+    """The debate-role qualifications not tried whose judge has finished a pairwise one since, while
+    nothing newer is queued in the role: the pairwise outcome they were decided by is no longer the last."""
+    skipped = set(Qualification.objects.filter(status=Qualification.Status.SKIPPED,
+                                               evaluator__startswith="debate:").values_list("evaluator", flat=True))
+    if not skipped:
+        return []
+    newest = {}
+    for q in Qualification.objects.filter(evaluator__in=list(skipped)):  # newest first (the model's ordering)
+        newest.setdefault(q.evaluator, q)
+    pairwise = {}  # debate evaluator -> when its judge's last pairwise qualification finished
+    for evaluator, finished in Qualification.objects.filter(
+            evaluator__in=[role_evaluator(_judge_of(e), "pairwise") for e in skipped],
+            status=Qualification.Status.DONE, finished_at__isnull=False).values_list("evaluator", "finished_at"):
+        key = role_evaluator(_judge_of(evaluator), "debate")
+        pairwise[key] = max(pairwise.get(key, finished), finished)
+    retry = []
+    for evaluator, row in newest.items():
+        later = pairwise.get(evaluator)
+        if row.status == Qualification.Status.SKIPPED and later and row.finished_at and later > row.finished_at:
+            retry.append(row)
+    return retry
+
+
+# Why a judge's debate-role qualification was finished without running, in the words kept on it: a
+# debate opens with the pairwise question (its round 0 is the prompt a pairwise judge is asked), so a
+# judge that did not answer that one better than the length rule is not measured on the rest.
+NOT_TRIED_REFUSED = ("Not tried in debates: as a pairwise judge it did not beat preferring the longer answer, "
+                     "and a debate opens with that question.")
+NOT_TRIED_FAILED = ("Not tried in debates: its qualification as a pairwise judge could not be finished ({error}), "
+                    "and a debate opens with that question.")
+
+RUN, WAIT, SKIP = "run", "wait", "skip"
+
+
+def debate_gate(model_name: str) -> tuple[str, str]:
+    """Whether the judge's debate-role qualification runs now, after its pairwise one: (RUN, ""); (WAIT,
+    "") while a pairwise one is queued or running; (SKIP, why) when its last finished pairwise one did
+    not qualify it, or, none having finished, the last could not be finished. A judge never qualified
+    pairwise (one queued by hand for a model that is not a judge) is measured as asked."""
+    evaluator = role_evaluator(model_name, "pairwise")
+    rows = Qualification.objects.filter(evaluator=evaluator)
+    if rows.filter(status__in=[Qualification.Status.PENDING, Qualification.Status.RUNNING]).exists():
+        return WAIT, ""
+    done = latest(evaluator)
+    if done is not None:
+        return (RUN, "") if done.qualified else (SKIP, NOT_TRIED_REFUSED)
+    newest = rows.first()
+    if newest is None:
+        return RUN, ""
+    return SKIP, NOT_TRIED_FAILED.format(error=newest.error or "no reason was kept")
+
+
+# An answer is cut at LLMCHAIN_ANSWER_MAX_S; one still marked streaming well after that was left behind by
+# a process that stopped, and holds nothing back.
+STREAM_GRACE_S = 60
+
+
+def answering() -> set[tuple[str, str]]:
+    """The endpoints (url, model) with an answer streaming for a person now (a chat or arena turn)."""
+    from apps.chat.models import Interaction
+
+    since = timezone.now() - timedelta(seconds=settings.LLMCHAIN_ANSWER_MAX_S + STREAM_GRACE_S)
+    return set(Interaction.objects.filter(status=Interaction.Status.STREAMING, created_at__gte=since).values_list(
+        "conversation__model__endpoint_url", "conversation__model__endpoint_model").distinct())
+
+
+def _judge_of(evaluator: str) -> str:
+    """The judge model's name in a role's evaluator ("" for any other evaluator)."""
+    role, _, name = evaluator.partition(":")
+    return name if role in ROLES else ""
+
+
 def run_pending() -> int:
-    """Queue the new judges' qualifications, then run one pending qualification (taken so no other
-    worker runs it too); returns 1 when one ran, 0 when none was waiting."""
+    """Queue the new judges' qualifications, then take one pending qualification (so no other worker
+    takes it too) and run it, or finish it without running; returns 1 when one was taken, 0 when none
+    could be. G-Eval and pairwise ones go before debate ones (`debate_gate` decides those), and a judge
+    whose endpoint is answering a person now waits: a person's answer comes first."""
+    from apps.chat.models import RegisteredModel
+
     enqueue_judges()
-    for row in Qualification.objects.filter(status=Qualification.Status.PENDING).order_by("created_at", "id")[:5]:
+    pending = Qualification.objects.filter(status=Qualification.Status.PENDING).order_by("created_at", "id")
+    rows = [*pending.exclude(evaluator__startswith="debate:"), *pending.filter(evaluator__startswith="debate:")]
+    if not rows:
+        return 0
+    busy = answering()
+    endpoints = {name: (url, model) for name, url, model in RegisteredModel.objects.filter(
+        name__in={_judge_of(r.evaluator) for r in rows}).values_list("name", "endpoint_url", "endpoint_model")}
+    for row in rows:
+        judge = _judge_of(row.evaluator)
+        if endpoints.get(judge) in busy:
+            continue
+        gate, why = debate_gate(judge) if row.evaluator.startswith("debate:") else (RUN, "")
+        if gate == WAIT:
+            continue
+        now = timezone.now()
+        if gate == SKIP:
+            if Qualification.objects.filter(pk=row.pk, status=Qualification.Status.PENDING).update(
+                    status=Qualification.Status.SKIPPED, error=why, finished_at=now):
+                return 1
+            continue
+        row.status, row.started_at = Qualification.Status.RUNNING, now
         if Qualification.objects.filter(pk=row.pk, status=Qualification.Status.PENDING).update(
-                status=Qualification.Status.RUNNING):
+                status=row.status, started_at=row.started_at):
             try:
                 qualify(row.evaluator, per_set=None if row.full else row.per_set, row=row)
             except QualificationError:
@@ -168,9 +301,13 @@ def latest(evaluator: str) -> Qualification | None:
         "-finished_at", "-full", "-id").first()
 
 
-def refusal(evaluator: str) -> str:
-    """Why the evaluator's scores carry no weight, in words; "" when they do."""
-    q = latest(evaluator)
+_UNREAD = object()
+
+
+def refusal(evaluator: str, q=_UNREAD) -> str:
+    """Why the evaluator's scores carry no weight, in words; "" when they do. `q`: its latest
+    qualification when the caller has already read it (None: it has none)."""
+    q = latest(evaluator) if q is _UNREAD else q
     if q is None:
         return (f"{evaluator} has not been qualified on the human-labelled sets "
                 f"(python manage.py metaeval qualify --evaluator {evaluator})")
@@ -185,3 +322,64 @@ def refusal(evaluator: str) -> str:
 
 def _pct(x) -> str:
     return "?" if x is None else f"{100 * x:.1f}%"
+
+
+# What the project measured before any site ran a qualification: the pooled row of G-Eval with the built-in
+# judge (3 pairs from each of the six sets, on the developers' machine, November 2026) in the table of the
+# meta-evaluation notes. The built-in model's page shows it, named as the project's and not the site's own,
+# while the site's qualification of that model has not finished. A test keeps it equal to that table.
+PROJECT_MEASURED = {
+    judge_evaluator(BUILTIN_NAME): {
+        "how": "G-Eval with this model as the judge", "when": "November 2026", "per_set": 3, "sets": 6,
+        "pairs_non_tie": 18, "accuracy_non_tie": 0.611, "accuracy_ci_low": 0.389, "accuracy_ci_high": 0.833,
+        "length_accuracy_non_tie": 0.444, "margin_over_length": 0.167, "margin_over_length_ci_low": -0.222,
+        "margin_over_length_ci_high": 0.556},
+}
+
+
+def _whole(x: float) -> str:
+    return f"{round(100 * x)}"
+
+
+def _points(x: float) -> str:
+    return f"{round(100 * x):+d}" if round(100 * x) else "0"
+
+
+def measured_text(evaluator: str) -> str:
+    """The project's own earlier measurement of this evaluator, in words ("" when it has none)."""
+    m = PROJECT_MEASURED.get(evaluator)
+    if m is None:
+        return ""
+    verdict = ("not above 0, so with these figures it would not qualify" if m["margin_over_length_ci_low"] <= 0
+               else "above 0")
+    return (f"What the project measured for it earlier, on its developers' machine rather than on this site "
+            f"({m['when']}): {m['how']}, on a sample of {m['per_set']} pairs from each of the {m['sets']} labelled "
+            f"sets, agreed with people on {_whole(m['accuracy_non_tie'])}% of {m['pairs_non_tie']} decided pairs "
+            f"(between {_whole(m['accuracy_ci_low'])}% and {_whole(m['accuracy_ci_high'])}%), while preferring the "
+            f"longer answer agreed {_whole(m['length_accuracy_non_tie'])}%. Its lead over that, "
+            f"{_points(m['margin_over_length'])} points, could be anywhere from {_points(m['margin_over_length_ci_low'])} "
+            f"to {_points(m['margin_over_length_ci_high'])} points: {verdict}.")
+
+
+def sample_words(q: Qualification) -> str:
+    """What a qualification judges, in words."""
+    if q.full:
+        return f"every pair of the {len(SETS)} labelled sets"
+    return f"a sample of {q.per_set} pairs from each of the {len(SETS)} labelled sets"
+
+
+def _at(when) -> str:
+    return when.astimezone(dt_timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def waiting_text(q: Qualification) -> str:
+    """Where a qualification not finished yet stands (queued or running), in words that follow "its
+    qualification on labelled pairs"."""
+    if q.status == Qualification.Status.RUNNING:
+        state = f"is running (started {_at(q.started_at or q.created_at)})"
+    else:
+        state = (f"is queued (since {_at(q.created_at)}): the site's debate worker runs it when it has no debate "
+                 f"to hold and the model is not answering anyone")
+    return (f"{state}. It judges {sample_words(q)}, pairs of answers that people have already compared, to see "
+            f"whether it agrees with them more often than simply preferring the longer answer; its figures appear "
+            f"here when it is done.")

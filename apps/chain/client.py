@@ -94,6 +94,15 @@ def from_hex(s: str | None) -> bytes:
     return bytes.fromhex(s[2:]) if s else b""
 
 
+def chain_time(offset: int | None) -> int:
+    """The chain's clock (unix seconds), which a relayed request's deadline is checked against: this
+    machine's clock plus `offset`, how far the chain's latest block was ahead of it when last read
+    (ChainClient.clock_offset). Never behind this machine's clock (the latest block's time lags the
+    chain's by up to a block interval), and this machine's clock when the offset is unknown (None).
+    Every reader of the chain's clock comes here; they differ only in where the offset comes from."""
+    return int(time.time()) + max(0, offset or 0)
+
+
 class ChainClient:
     def __init__(self, url: str, *, poa: bool = False, gas_price: str = "auto",
                  timeout: float = 30, retries: int = 3):
@@ -169,6 +178,12 @@ class ChainClient:
         ref = hex(tag) if isinstance(tag, int) else tag
         return self.request("eth_getBlockByNumber", [ref, False])
 
+    def clock_offset(self) -> int:
+        """How far the chain's clock runs ahead of this machine's, in seconds: its latest block's
+        timestamp minus now (a development node may be told to skip days; negative when the latest
+        block is older than now)."""
+        return int(self.get_block("latest")["timestamp"], 16) - int(time.time())
+
     def nonce(self, address: str, tag: str = "pending") -> int:
         return int(self.request("eth_getTransactionCount", [address, tag]), 16)
 
@@ -243,6 +258,10 @@ class ChainClient:
                 fees = {"type": 2, "maxPriorityFeePerGas": tip, "maxFeePerGas": 2 * base + tip}
         self._fees = (now, fees)
         return fees
+
+    def forget_fees(self) -> None:
+        """Read the fees afresh for the next transaction (one was refused for its price)."""
+        self._fees = None
 
     def sign(self, account: LocalAccount, to: str | None, data: bytes, nonce: int, gas: int,
              fees: dict | None = None) -> SignedTx:

@@ -8,6 +8,7 @@ bytes against the CID: a store that hands back something else is an error.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -17,13 +18,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from lib import cid as cids
-from lib import outbound
+from lib import outbound, records
 
 from . import work
 from .ipfs import IpfsCorrupt, IpfsError, IpfsNotFound, KuboClient
 from .models import EvidencePin
 
 PIN_BACKOFF_MAX_S = 300
+ANSWER_TIMEOUT_S = 5  # an evidence record's answer, from the IPFS node
+
+log = logging.getLogger(__name__)
 
 
 class EvidenceMissing(LookupError):
@@ -146,6 +150,36 @@ class EvidenceStore:
 
     def pins_waiting(self) -> int:
         return EvidencePin.objects.filter(status=EvidencePin.Status.PENDING).count()
+
+
+# --- the answer an evidence record holds ------------------------------------------------------
+
+def read_answer(cid: str, interaction_id: str, store, *, timeout: float = ANSWER_TIMEOUT_S) -> str | None:
+    """The answer text of the evidence record under `cid` (checked against the CID, and naming this
+    interaction), or None when there is none to be had there. Raises IpfsError when the node was asked
+    and failed (away, or not finding the record in time): the answer is unknown for now."""
+    try:
+        record = records.parse(store.get(cid, timeout=timeout))
+    except (EvidenceMissing, EvidenceCorrupt, cids.CidError, records.RecordError, OSError) as exc:
+        log.info("evidence %s of %s unreadable: %s", cid, interaction_id, exc)
+        return None
+    if record["schema"] != records.EVIDENCE_SCHEMA or record["interaction"].lower() != interaction_id.lower():
+        return None
+    return record["answer"]["text"]
+
+
+def evidence_answer(cid: str, interaction_id: str, store, *, timeout: float = ANSWER_TIMEOUT_S) -> str | None:
+    """`read_answer`, None also when the IPFS node failed."""
+    try:
+        return read_answer(cid, interaction_id, store, timeout=timeout)
+    except IpfsError as exc:  # the node is away or failing: the answer is unknown for now
+        log.warning("evidence %s of %s unreadable: %s", cid, interaction_id, exc)
+        return None
+
+
+def local_store() -> EvidenceStore:
+    """This site's own copy of the records (the local blob directory) alone: no network, no database."""
+    return EvidenceStore(LocalBlobStore(settings.LLMCHAIN_IPFS_DIR), None, read_pins=False)
 
 
 def kubo_client() -> KuboClient:

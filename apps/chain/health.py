@@ -11,14 +11,13 @@ timeout plus HEALTH_TTL_S.
 from __future__ import annotations
 
 import logging
-import time
 
 from django.conf import settings
 from django.db.models import Count
 
 from . import relay
 from .background import cached_read
-from .client import ChainClient, ChainError
+from .client import ChainClient, ChainError, chain_time
 from .indexer import cursor_name
 from .keys import oracle_addresses, relayer_addresses
 from .ledger import Deployment, Ledger
@@ -45,7 +44,7 @@ def probe_node(timeout: float = PROBE_TIMEOUT_S, *, url: str | None = None, depl
     try:
         out["head"], out["final"] = Ledger(client, deployment).head_and_final()
         # How far the chain's clock runs ahead of this machine's (a development node may skip days).
-        out["clock_offset"] = int(client.get_block("latest")["timestamp"], 16) - int(time.time())
+        out["clock_offset"] = client.clock_offset()
         out["reachable"] = True
     except (ChainError, KeyError, TypeError, ValueError):
         out["error"] = "the chain node does not answer"  # the URL stays out of pages
@@ -102,8 +101,8 @@ def reachable() -> bool:
 
 def chain_now() -> int:
     """The chain's clock (unix seconds) as of the last probe, without waiting on the node: this
-    machine's clock plus how far the chain's latest block was ahead of it."""
-    return int(time.time()) + max(0, _last().get("clock_offset") or 0)
+    machine's clock plus how far the chain's latest block was ahead of it (client.chain_time)."""
+    return chain_time(_last().get("clock_offset"))
 
 
 def status() -> dict:

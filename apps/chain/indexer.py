@@ -14,6 +14,11 @@ ancestor, rolls every indexed table back to it and folds the new branch, in one 
 as blockchain indexers do. A reorg deeper than the window rebuilds the tables from the
 deployment block.
 
+Each interaction's row also takes the length of its answer from the evidence record its AutoEvaluated
+event names, read from this site's own copy of the records as the chunk is read (`add_answer_chars`: a
+file, never the network, so a fold never waits on IPFS); a record not there is read from the IPFS node
+later by the chain worker (apps/chain/answers.py).
+
 Tables derived from these (the boards' BoardEntry, apps/leaderboard/entries.py) follow through the
 `folded` and `cleared` signals, sent inside the same transactions, so the chain app does not import
 the apps built on it.
@@ -32,6 +37,7 @@ from django.dispatch import Signal
 from lib.ids import hex32
 
 from .client import from_hex, to_hex
+from .evidence import evidence_answer, local_store
 from .ledger import Ledger
 from .models import (ArenaBattle, Context, IndexedBlock, IndexerCursor, LedgerInteraction, LedgerModel, Registration,
                      Reputation, ReputationChange)
@@ -41,7 +47,8 @@ CURSOR_PREFIX = "ledger:"
 INDEXED_TABLES = (ReputationChange, Reputation, LedgerInteraction, LedgerModel, Context, Registration, ArenaBattle,
                   IndexedBlock)
 
-# Sent inside the transaction that folds a chunk (or rolls the tables back after a reorg): pairs =
+# Sent inside the transaction that folds a chunk (or rolls the tables back after a reorg, or gives
+# answers their lengths late: apps/chain/answers.py, with arena only): pairs =
 # {(model_id, context_id)} whose REP moved (a pair with no change left has no entry), models =
 # {model_id} whose metadata CID changed, contexts = {context_id} added or removed. Receivers keep
 # derived tables in step.
@@ -87,6 +94,17 @@ def add_timestamps(ledger: Ledger, events: list[dict]) -> None:
             e["timestamp"] = stamps[e["block"]]
 
 
+def add_answer_chars(events: list[dict]) -> None:
+    """Give each AutoEvaluated event the length in characters of the answer its evidence record holds
+    (`answer_chars`), from the local copy of the records alone; None when that copy cannot give it."""
+    store = None
+    for e in events:
+        if e["event"] == "AutoEvaluated":
+            store = store or local_store()
+            text = evidence_answer(e["args"]["evidenceCid"], hex32(e["args"]["interactionId"]), store)
+            e["answer_chars"] = None if text is None else len(text)
+
+
 def fold(events: list[dict]) -> None:
     """Apply events to the tables (call inside a transaction)."""
     changes, reps = [], {}
@@ -122,7 +140,8 @@ def fold(events: list[dict]) -> None:
             autos.append(LedgerInteraction(
                 interaction_id=hex32(a["interactionId"]), model_id=hex32(a["modelId"]), context_id=hex32(a["contextId"]),
                 user=a["user"], has_reference=a["hasReference"], sa=a["sA"], wa=a["wA"],
-                evidence_cid=a["evidenceCid"], auto_tx=e["tx"], auto_block=e["block"]))
+                evidence_cid=a["evidenceCid"], auto_tx=e["tx"], auto_block=e["block"],
+                answer_chars=e.get("answer_chars")))
         elif name == "HumanEvaluated":
             humans[hex32(a["interactionId"])] = {"sh": a["sH"], "wh": a["wH"], "d_minutes": a["dMinutes"],
                                                  "human_tx": e["tx"], "human_block": e["block"]}
@@ -225,6 +244,7 @@ def _fold_range(ledger: Ledger, name: str, start: int, end: int, *, parent: str,
     for e in events:
         if e["block"] in headers and e["block_hash"] != headers[e["block"]]["hash"]:
             raise ChainMoved(f"a log of block {e['block']} is from another branch")
+    add_answer_chars(events)
     metadata = _metadata_at(ledger, rollback_to) if rollback_to is not None else {}
     with transaction.atomic():
         current = IndexerCursor.objects.select_for_update().filter(name=name).first()

@@ -101,12 +101,15 @@ CALLS: dict[str, CallSpec] = {
 
 # Calls a rater may sign as an ERC-2771 request for the relayer to send through the forwarder
 # (apps/chain/relay.py), with the gas each request gives its call: what the call needs at most, measured
-# through the forwarder with every slot cold (humEval 97k, a rater's first, a day on; vote 14.4k:
-# tests/security/test_relay_door.py), with a margin (x2.1, x2.8). A request must carry exactly this
-# much: more would let one signer's request spend the relayer's whole batch (the node refuses a
-# transaction above the block's gas limit, and the forwarder stops a batch that cannot give a request
-# what it signed), less could run its own call out.
-RELAYABLE: dict[str, int] = {"humEval": 200_000, "vote": 40_000}
+# through the forwarder with every slot cold (humEval 97k, a rater's first, a day on; vote 14.4k;
+# openBattle 132.5k: tests/security/test_relay_door.py, test_atomic_vote.py), with a margin (x2.1,
+# x2.8, x2.1). A request must carry exactly this much: more would let one signer's request spend the
+# relayer's whole batch (the node refuses a transaction above the block's gas limit, and the forwarder
+# stops a batch that cannot give a request what it signed), less could run its own call out.
+# openBattle is relayed only as a request signed by this site's own oracle key (ORACLE_SIGNED): it goes
+# on-chain in one atomic batch with the battle's vote (apps/chat/arena.py), never from a user.
+RELAYABLE: dict[str, int] = {"humEval": 200_000, "vote": 40_000, "openBattle": 280_000}
+ORACLE_SIGNED = frozenset({"openBattle"})
 # A relayed request's nonce may be at most this far above its signer's next one (a wallet user may sign a
 # few ratings before their answers are scored and queued); a request further ahead would only wait.
 RELAY_NONCE_WINDOW = 16

@@ -8,6 +8,7 @@ submitter records a signed transaction before broadcasting it and re-sends the s
 from __future__ import annotations
 
 from django.db import models
+from django.db.models import Min
 from django.utils import timezone
 
 from lib.reputation import WAD
@@ -109,9 +110,10 @@ class OutboxItem(models.Model):
         BAD_SIGNATURE = "bad_signature", "the signature was not accepted"
         WAITED = "waited", "it waited too long for an earlier signed request of the same account"
 
-    # The failures of a relayed request that its signer cures by signing the call again.
+    # The failures of a relayed request that its signer cures by signing the call again (a signature
+    # the forwarder refused as much as one that went stale).
     CURED_BY_SIGNING = frozenset({Failure.EXPIRED, Failure.NONCE_USED, Failure.EARLIER_FAILED, Failure.UNUSABLE,
-                                  Failure.NODE_REFUSED})
+                                  Failure.NODE_REFUSED, Failure.BAD_SIGNATURE})
 
     function = models.CharField(max_length=64)
     sender_address = models.CharField(max_length=42)
@@ -129,6 +131,10 @@ class OutboxItem(models.Model):
     # The signer's forwarder nonce the request holds (or used up): two requests of one signer never
     # hold the same one. None while a request is to be signed again, and for one that never used it.
     relay_nonce = models.BigIntegerField(null=True, blank=True)
+    # Relayed requests that go on-chain together or not at all (an arena battle's openBattle, signed by
+    # the oracle, and its user's vote): the same non-empty group, one atomic executeBatch of their own,
+    # in id order; none is ever sent without the others.
+    atomic_group = models.CharField(max_length=80, blank=True, db_index=True)
     solo = models.BooleanField(default=False)  # never batch (set after a batch reverted)
     duplicate = models.BooleanField(default=False)  # found already applied on-chain
     attempts = models.PositiveIntegerField(default=0)
@@ -234,6 +240,9 @@ class LedgerInteraction(models.Model):
     human_block = models.BigIntegerField(null=True)
     reputation_tx = models.CharField(max_length=66, blank=True)
     reputation_block = models.BigIntegerField(null=True)
+    # The length in characters of the answer its evidence record holds (apps/chain/answers.py): None
+    # while the record has not been read (or cannot be: no such record, or not of this interaction).
+    answer_chars = models.PositiveIntegerField(null=True)
 
     # A rating this soon after its rater's previous one keeps little of its weight (the time factor F_D),
     # and the rating's page says so.
@@ -241,13 +250,34 @@ class LedgerInteraction(models.Model):
 
     class Meta:
         db_table = "chain_interaction"
-        # The boards' refresh reads a model's rated interactions, in one context or in all of them.
-        indexes = [models.Index(fields=["model_id", "context_id"])]
+        # The boards' refresh reads a model's rated interactions, in one context or in all of them; the
+        # answers' fill walks the rows whose length is not known yet.
+        indexes = [models.Index(fields=["model_id", "context_id"]),
+                   models.Index(fields=["id"], condition=models.Q(answer_chars__isnull=True),
+                                name="answer_chars_unknown")]
 
     @property
     def rated_in_quick_succession(self) -> bool:
         """Whether the human rating came within QUICK_SUCCESSION_MINUTES of its rater's previous one."""
         return self.d_minutes is not None and self.d_minutes < self.QUICK_SUCCESSION_MINUTES * WAD
+
+    @classmethod
+    def first_ratings(cls, rows: dict[str, LedgerInteraction]) -> set[str]:
+        """Of these indexed rows, the ids of those that hold their rater's first rating on-chain, whose time
+        factor the contract counts from the rater's registration rather than from a previous rating: the
+        rater's only rating in the earliest block that holds one of theirs. Two queries, however many rows."""
+        rated = [row for row in rows.values() if row.human_block is not None]
+        if not rated:
+            return set()
+        users = {row.user for row in rated}
+        earliest = dict(cls.objects.filter(user__in=users, human_block__isnull=False)
+                        .values("user").annotate(block=Min("human_block")).values_list("user", "block"))
+        there: dict[str, list[str]] = {}
+        for user, block, iid in cls.objects.filter(
+                user__in=users, human_block__in=set(earliest.values())).values_list("user", "human_block", "interaction_id"):
+            if earliest.get(user) == block:
+                there.setdefault(user, []).append(iid)
+        return {iids[0] for iids in there.values() if len(iids) == 1 and iids[0] in rows}
 
 
 class Reputation(models.Model):

@@ -20,8 +20,8 @@ from lib.reputation import WAD, likert_ok
 
 from . import relay, work
 from .client import ChainError
-from .keys import relayer_address
-from .ledger import CALLS, GRANTABLE_ROLES, HUM_FIELDS, RELAY_NONCE_WINDOW, RELAYABLE
+from .keys import oracle_addresses, relayer_address
+from .ledger import CALLS, GRANTABLE_ROLES, HUM_FIELDS, ORACLE_SIGNED, RELAY_NONCE_WINDOW, RELAYABLE
 from .metatx import ForwardRequest, recover_signer, to_json
 from .models import OutboxItem
 
@@ -41,6 +41,10 @@ class ConflictingCall(InvalidCall):
 
 class NonceTaken(InvalidCall):
     """Another request of the same signer holds this forwarder nonce: sign again with the next one."""
+
+
+class Unreachable(InvalidCall):
+    """The request could not be checked because the chain cannot be read now: it may pass later."""
 
 
 def _id(payload: dict, name: str) -> str:
@@ -193,6 +197,8 @@ def check_request(function: str, sender: str, clean: dict, request: ForwardReque
     deployed Reputation contract through its forwarder, and not expired."""
     if function not in RELAYABLE:
         raise InvalidCall(f"{function} is not relayed; send it directly")
+    if function in ORACLE_SIGNED and sender not in oracle_addresses():
+        raise InvalidCall(f"{function} is relayed only when this site's oracle signs it")
     dep = relay.deployment()
     if dep is None or not dep.forwarder:
         raise InvalidCall("this deployment has no forwarder to relay signed requests through")
@@ -228,7 +234,7 @@ def check_nonce(signer: str, nonce: int) -> None:
     try:
         next_nonce = relay.next_nonce(signer)
     except (ChainError, ValueError) as exc:
-        raise InvalidCall("the chain cannot be reached to check the request's nonce: try again in a moment") from exc
+        raise Unreachable("the chain cannot be reached to check the request's nonce: try again in a moment") from exc
     if nonce >= next_nonce + RELAY_NONCE_WINDOW:
         raise InvalidCall(f"the request's nonce {nonce} is too far ahead of your next one ({next_nonce}): "
                           f"sign it again")
@@ -236,12 +242,14 @@ def check_nonce(signer: str, nonce: int) -> None:
 
 def enqueue(function: str, sender: str, payload: dict, *, depends_on: OutboxItem | None = None,
             key: str | None = None, revision: int | None = None,
-            request: ForwardRequest | None = None) -> OutboxItem:
+            request: ForwardRequest | None = None, relayer: str | None = None, atomic_group: str = "") -> OutboxItem:
     """Queue one contract call from `sender`. Queuing the same call twice returns the first row.
     With `request` (the call signed by `sender` as an ERC-2771 request), the relayer sends it
     through the forwarder: the row is in the relayer's lane and keeps the signed request.
     `revision` numbers a call made again with the same arguments (idempotency_key); `key` replaces
-    the key altogether (tests). A new row wakes the submitter's consumer once it is committed."""
+    the key altogether (tests). A new row wakes the submitter's consumer once it is committed.
+    `relayer` puts a relayed request in that relayer's lane instead of its signer's (the requests of an
+    `atomic_group`, which go in one atomic batch, share one lane)."""
     clean = check_call(function, payload)
     if not is_checksum_address(sender):
         sender = _address(sender, "sender")
@@ -249,8 +257,8 @@ def enqueue(function: str, sender: str, payload: dict, *, depends_on: OutboxItem
     fields = {"sender_address": sender}
     if request is not None:
         check_request(function, sender, clean, request)
-        fields = {"sender_address": relayer_address(sender), "signer": sender, "request": to_json(request),
-                  "relay_nonce": request.nonce}
+        fields = {"sender_address": relayer or relayer_address(sender), "signer": sender, "request": to_json(request),
+                  "relay_nonce": request.nonce, "atomic_group": atomic_group}
     try:
         with transaction.atomic():
             item = OutboxItem.objects.create(function=function, key=key, payload=clean, depends_on=depends_on,
@@ -272,10 +280,11 @@ def _queued_before(existing: OutboxItem, clean: dict, sender: str) -> OutboxItem
     return existing
 
 
-def enqueue_signed(function: str, rater: str, payload: dict, *, depends_on: OutboxItem | None = None) -> OutboxItem:
+def enqueue_signed(function: str, rater: str, payload: dict, *, depends_on: OutboxItem | None = None,
+                   relayer: str | None = None, atomic_group: str = "") -> OutboxItem:
     """Queue `rater`'s call as a request signed with the key the site holds for them (custodial),
     relayed by the relayer; with the signer's next forwarder nonce (the next one again if a
-    concurrent rating took it)."""
+    concurrent rating took it). The oracle's own key signs this way too (an arena battle's openBattle)."""
     clean = check_call(function, payload)
     existing = OutboxItem.objects.filter(key=idempotency_key(function, clean)).first()
     if existing is not None:
@@ -283,7 +292,8 @@ def enqueue_signed(function: str, rater: str, payload: dict, *, depends_on: Outb
     for _ in range(5):
         request = relay.sign_custodial(rater, function, clean, relay.next_nonce(rater))
         try:
-            return enqueue(function, rater, clean, depends_on=depends_on, request=request)
+            return enqueue(function, rater, clean, depends_on=depends_on, request=request, relayer=relayer,
+                           atomic_group=atomic_group)
         except NonceTaken:
             continue
     raise NonceTaken(f"could not find a free nonce for {rater}")

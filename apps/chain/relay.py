@@ -20,16 +20,17 @@ is signed again for a custodial rater by the submitter; a wallet user is told to
 from __future__ import annotations
 
 import os
-import time
 from functools import lru_cache
 
 from django.conf import settings
 from django.db.models import Max
 
+from lib.ids import b32
+
 from .abi import ContractAbi
-from .client import ChainError
+from .client import ChainError, chain_time
 from .keys import account_for
-from .ledger import CALLS, RELAYABLE, Deployment, Ledger, default_client
+from .ledger import CALLS, GRANTABLE_ROLES, RELAYABLE, Deployment, Ledger, default_client
 from .metatx import ForwardRequest, sign_request, typed_data
 from .models import OutboxItem, SigningKey
 
@@ -114,12 +115,11 @@ def chain_now() -> int:
     offset = cache.get(key)
     if offset is None:
         try:
-            latest = int(default_client().get_block("latest")["timestamp"], 16)
-            offset = latest - int(time.time())
+            offset = default_client().clock_offset()
         except (ChainError, ValueError, KeyError):
-            return int(time.time())
+            return chain_time(None)
         cache.set(key, offset, CLOCK_TTL_S)
-    return int(time.time()) + max(0, offset)
+    return chain_time(offset)
 
 
 def unsigned(signer: str, function: str, payload: dict, nonce: int, deadline: int | None = None) -> ForwardRequest:
@@ -143,3 +143,19 @@ def message(request: ForwardRequest) -> dict:
     dep = deployment()
     return typed_data(request, dep.chainId, dep.forwarder)
 
+
+def vote_blocker(signer: str, model_ids: list[str]) -> str:
+    """What would make a battle's vote by `signer` revert on-chain now although its battle opens (the
+    forwarder runs an atomic batch's calls even when one reverts, so the site checks first), in plain
+    words, or "": the signer lost USER_ROLE (suspended) or owns one of the two models. The battle's
+    user, the outcome and the interactions are checked where the vote is taken. ChainError when the
+    node cannot be read."""
+    dep = deployment()
+    if dep is None:
+        raise ChainError("no deployment")
+    ledger = Ledger(default_client(), dep)
+    if not ledger.view("access", "hasRole", GRANTABLE_ROLES["user"], signer)[0]:
+        return "your account may not vote on the chain now"
+    if any(ledger.view("reputation", "modelOwner", b32(m))[0] == signer for m in model_ids):
+        return "you own one of the two models"
+    return ""

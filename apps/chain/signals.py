@@ -3,7 +3,7 @@ higher one (docs/architecture.md, "Layers").
 
 `boards_changed(contexts=set of context ids)`: something a board shows but does not fold from the
 chain changed (a debate's outcome, a saved peer-rating run, a meta-evaluation run attached to a
-context). Sent inside the writer's transaction; the leaderboard moves those boards' versions once it
+context, an answer's length read from its evidence record after its evaluation was folded). Sent inside the writer's transaction; the leaderboard moves those boards' versions once it
 commits, so their caches re-render.
 
 `name_models(model_ids=set of on-chain model ids)`: asked by pages of the chain app that show model

@@ -4,8 +4,11 @@ For each AutoEvaluated event with references, the evidence record (by its CID, c
 weighting: the rule, the R of each reference as the oracle used it, and under `validated` the CID of
 the evaluator's qualification record, whose outcomes give the factor again. The wA the event carries
 must be what they give. Each reference's R must be a value the chain emitted for that model in that
-context before the evaluation (a ReputationUpdated event); a model with no REP there yet was given
-the context's mean, which is counted (`fallback`) but not checked. Records from before weightings
+context before the evaluation (a ReputationUpdated event); a model without a REP there in the
+oracle's indexed tables was given the context's mean of the time (0.5 with no REP in the context at
+all), which must be the mean of the last R of every model of the context after some earlier event
+(the index follows the chain a few blocks behind, so the model may have had one on-chain already);
+those are counted (`fallback`). Records from before weightings
 were written are counted as `unweighted`; evidence or a qualification that cannot be read (IPFS away,
 a CID nobody pinned) as `unreadable`: neither proves the wA wrong, and the report says how many.
 """
@@ -19,7 +22,7 @@ from dataclasses import dataclass, field
 from lib import records
 from lib.cid import CidError
 from lib.ids import hex32
-from lib.weighting import WeightingError, expected_wa, parse_qualification
+from lib.weighting import INITIAL_R, WeightingError, expected_wa, parse_qualification
 
 from .evidence import EvidenceCorrupt, EvidenceMissing
 from .ipfs import IpfsError
@@ -32,7 +35,7 @@ READ_TIMEOUT_S = 5
 class WeightCheck:
     checked: int = 0  # wA rebuilt and compared
     unweighted: int = 0  # evidence without a weighting (written before it existed)
-    fallback: int = 0  # reference R values given as the context's mean (no REP of that model yet)
+    fallback: int = 0  # reference R values given as the context's mean of the time (no REP of that model indexed)
     unreadable: int = 0  # evidence or qualification records that could not be read
     issues: list[dict] = field(default_factory=list)  # {"interaction", "model", "context", "text"}
 
@@ -53,11 +56,18 @@ def check_weights(events: list[dict], store) -> WeightCheck:
     """Every AutoEvaluated event's wA against what its evidence and qualification give (see module)."""
     report = WeightCheck()
     held: dict[tuple[str, str], set[int]] = defaultdict(set)  # pair -> every R emitted so far
+    last: dict[str, dict[str, int]] = defaultdict(dict)  # context -> model -> its R as last emitted
+    total: dict[str, int] = defaultdict(int)  # context -> the sum of `last`, kept as it moves
+    means: dict[str, set[int]] = defaultdict(lambda: {INITIAL_R})  # context -> every mean of `last` so far
     qualifications: dict[str, tuple[dict | None, str]] = {}
     for e in events:
         a, name = e["args"], e["event"]
         if name == "ReputationUpdated":
-            held[(hex32(a["modelId"]), hex32(a["contextId"]))].add(int(a["r"]))
+            model, context, r = hex32(a["modelId"]), hex32(a["contextId"]), int(a["r"])
+            held[(model, context)].add(r)
+            total[context] += r - last[context].get(model, 0)
+            last[context][model] = r
+            means[context].add(total[context] // len(last[context]))  # mean_r of `last`, without summing it again
             continue
         if name != "AutoEvaluated" or not a["hasReference"]:
             continue
@@ -93,10 +103,12 @@ def check_weights(events: list[dict], store) -> WeightCheck:
         if wa != int(a["wA"]):
             issue(f"wA on-chain is {a['wA']}, its evidence and qualification give {wa}")
         for ref, r in zip(evidence["references"], w["referenceR"]):
-            seen = held.get((ref["model"].lower(), context))
-            if not seen:
+            if int(r) in held.get((ref["model"].lower(), context), ()):
+                continue
+            if int(r) in means[context]:
                 report.fallback += 1
-            elif int(r) not in seen:
-                issue(f"the R {r} given for reference model {ref['model']} is no value the chain held for it here")
+            else:
+                issue(f"the R {r} given for reference model {ref['model']} is neither a value the chain held for "
+                      "it here nor the mean of the context at any time before")
         report.checked += 1
     return report

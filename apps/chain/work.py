@@ -124,6 +124,25 @@ def _transient(error: BaseException) -> bool:
     return not is_permanent(error)
 
 
+def in_turns(*steps: Callable[[], object]) -> Callable[[], object]:
+    """One step out of several kinds of work, each taking its turn: every call starts with the kind
+    after the one that last did something, and moves on while a kind finds nothing to do. A worker
+    serving two queues this way cannot starve one while the other keeps filling."""
+    turn = 0
+
+    def step() -> object:
+        nonlocal turn
+        for offset in range(len(steps)):
+            index = (turn + offset) % len(steps)
+            did = steps[index]()
+            if did:
+                turn = (index + 1) % len(steps)
+                return did
+        return 0
+
+    return step
+
+
 def run_worker(step: Callable[[], object], *, idle_sleep: float, until: Callable[[], bool] | None = None,
                survive: Callable[[BaseException], bool] = _transient, pause: float | None = None,
                pause_max: float = 10.0, name: str = "worker", say: Callable[[str], object] | None = log.warning,

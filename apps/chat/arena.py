@@ -9,9 +9,14 @@ counted": it is kept, shown and recorded on-chain as voided, and left out of the
 
 On-chain: once both answers' autoEval calls are confirmed, the oracle opens the battle
 (`openBattle`, which attests that the two interactions answered one prompt of one user) and the
-user's vote follows (`vote`), signed by the user like a rating: with the key the site holds for a
-custodial user, or by their wallet in the browser, and relayed. `advance` moves a voted battle on;
-the oracle's worker calls `advance_waiting` on every pass, so a vote never waits for a page view.
+user's vote (`vote`), signed by the user like a rating (with the key the site holds for a custodial
+user, or by their wallet in the browser), goes with it: both are requests relayed in one atomic
+batch (`advance`), so the chain never shows the battle open without its vote, and no direct vote
+can come first. `advance` moves a voted battle on; the oracle's worker calls `advance_waiting` on
+every pass, so a vote never waits for a page view. A wallet's vote the forwarder cannot take any
+more (its nonce used elsewhere, or expired) leaves nothing on-chain; the battle then ends as a lost
+vote, counted like an abandon (`LOST`): voting again after the sides' public autoEval events could
+be read would not be blind.
 
 Blind until the vote is final: until the battle's `Voted` event is final on-chain (indexed), nothing
 the site serves names a side's model (`Conversation.name_hidden`; pages, API, export and socket read
@@ -41,7 +46,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.chain import metatx, outbox, relay, work
-from apps.chain.keys import oracle_address
+from apps.chain.client import ChainError
+from apps.chain.keys import oracle_address, relayer_address
 from apps.chain.models import ArenaBattle, OutboxItem
 
 from . import limits, ratings
@@ -52,6 +58,10 @@ from .models import Battle, Conversation, Interaction, Profile, RegisteredModel
 DONE = Interaction.Status.DONE
 SIDES = ("a", "b")
 VOTED = (Battle.Status.VOTED, Battle.Status.QUEUED, Battle.Status.ONCHAIN)  # a vote was cast
+ENDED_UNVOTED = (Battle.Status.ABANDONED, Battle.Status.LOST)  # count against their user
+LOST_WORDS = ("Your vote could not be sent: your wallet's signature was no longer valid when the site sent it "
+              "({why}). Nothing of this battle was recorded on the chain, and it cannot be voted on again, "
+              "since the models could be known by now. It counts like an abandoned battle.")
 MASK = "[model name hidden]"
 
 
@@ -142,7 +152,8 @@ def _abandon_window_start():
 
 
 def abandoned_recently(user) -> int:
-    return Battle.objects.filter(user=user, status=Battle.Status.ABANDONED, abandoned_at__gte=_abandon_window_start()
+    """Battles the user abandoned, or whose signed vote was lost, within the window."""
+    return Battle.objects.filter(user=user, status__in=ENDED_UNVOTED, abandoned_at__gte=_abandon_window_start()
                                  ).count()
 
 
@@ -152,7 +163,7 @@ def can_delete(conversation: Conversation) -> bool:
     battle = conversation.battle
     if battle is None or battle.revealed:
         return True
-    return battle.status == Battle.Status.ABANDONED and battle.abandoned_at < _abandon_window_start()
+    return battle.status in ENDED_UNVOTED and (battle.abandoned_at is None or battle.abandoned_at < _abandon_window_start())
 
 
 # --- blind until the vote is final ----------------------------------------------------------------
@@ -209,6 +220,8 @@ def check_turn(conversation: Conversation, prompt: str) -> None:
         return
     if battle.status == Battle.Status.ABANDONED:
         raise ValidationError({"prompt": ["You abandoned this battle: start a new one in the arena."]})
+    if battle.status == Battle.Status.LOST:
+        raise ValidationError({"prompt": ["Your vote on this battle was lost: start a new one in the arena."]})
     if battle.status != Battle.Status.ANSWERING:
         raise ValidationError({"prompt": ["Your vote is on its way to the chain: you can go on with both models "
                                           "once it is recorded there (the names are shown then)."]})
@@ -261,6 +274,8 @@ def _check_vote(user, battle: Battle, outcome: str) -> tuple[Interaction, Intera
         raise PermissionError("Only the person who had this battle can vote on it.")
     if battle.status == Battle.Status.ABANDONED:
         raise ValidationError({"vote": ["You abandoned this battle: it takes no vote."]})
+    if battle.status == Battle.Status.LOST:
+        raise ValidationError({"vote": ["Your vote on this battle was lost: it takes no vote again."]})
     if battle.status != Battle.Status.ANSWERING:
         raise ValidationError({"vote": ["You already voted on this battle: one vote per battle."]})
     if outcome not in Battle.OUTCOMES:
@@ -316,8 +331,8 @@ def vote(user, battle: Battle, outcome: str, signed_request=None) -> Battle:
 
 
 def check_deadline(request: dict) -> None:
-    """Refuse a wallet's vote that would expire before the site can relay it: it goes out only after
-    both answers' autoEval and the openBattle are final (LLMCHAIN_ARENA_VOTE_MIN_DEADLINE_S)."""
+    """Refuse a wallet's vote that would expire before the site can relay it: it goes out, with the
+    battle's openBattle, only after both answers' autoEval are final (LLMCHAIN_ARENA_VOTE_MIN_DEADLINE_S)."""
     need = settings.LLMCHAIN_ARENA_VOTE_MIN_DEADLINE_S
     if metatx.from_json(request).deadline < relay.chain_now() + need:
         hours = need / 3600
@@ -329,34 +344,78 @@ def check_deadline(request: dict) -> None:
 # --- on-chain -------------------------------------------------------------------------------------
 
 def advance(battle: Battle) -> bool:
-    """Queue openBattle (the oracle) and the vote (its user, relayed) once both answers' autoEval calls
-    are confirmed; False while they are not."""
+    """Queue openBattle and the vote once both answers' autoEval calls are confirmed; False while they
+    are not. Relayed (the usual case): both as requests, the oracle's and the user's, in one atomic
+    group, sent in one batch that lands whole or not at all; without a forwarder, openBattle from the
+    oracle and the vote after it."""
     if battle.status != Battle.Status.VOTED:
         return False
     a, b = first_answers(battle)
     autos = [ratings.auto_item(i) for i in (a, b)]
     if any(item is None or item.status != OutboxItem.Status.CONFIRMED for item in autos):
         return False
+    opening = {"battleId": battle.battle_id, "interactionA": a.interaction_id, "interactionB": b.interaction_id,
+               "voided": not battle.counted}
+    if not relay.enabled():
+        return _advance_direct(battle, opening)
+    blocker = _vote_blocker(battle, autos)
+    if blocker is None:
+        return False  # the chain cannot be read now: next pass
+    if blocker:
+        Battle.objects.filter(pk=battle.pk, status=Battle.Status.VOTED).update(
+            status=Battle.Status.FAILED, error=f"Your vote could not be recorded: {blocker}.")
+        battle.refresh_from_db()
+        return False
+    oracle = oracle_address(battle.battle_id)
+    together = {"relayer": relayer_address(oracle), "atomic_group": f"battle:{battle.battle_id}"}
     payload = _payload(battle, battle.outcome)
-    with transaction.atomic():
-        opened = outbox.enqueue("openBattle", oracle_address(battle.battle_id), {
-            "battleId": battle.battle_id, "interactionA": a.interaction_id, "interactionB": b.interaction_id,
-            "voided": not battle.counted})
-        try:
+    try:
+        with transaction.atomic():
+            opened = outbox.enqueue_signed("openBattle", oracle, opening, **together)
             if battle.request is not None:
-                voted = outbox.enqueue("vote", battle.signer, payload, depends_on=opened,
-                                       request=metatx.from_json(battle.request))
-            elif relay.enabled():
-                voted = outbox.enqueue_signed("vote", battle.signer, payload, depends_on=opened)
+                voted = outbox.enqueue("vote", battle.signer, payload, request=metatx.from_json(battle.request),
+                                       **together)
             else:
-                voted = outbox.enqueue("vote", battle.signer, payload, depends_on=opened)
-        except outbox.InvalidCall as exc:  # a wallet's request that expired (or lost its nonce) meanwhile
-            Battle.objects.filter(pk=battle.pk).update(status=Battle.Status.FAILED, open_item=opened,
-                                                       error=f"{exc}: vote again to sign it again")
-            return False
+                voted = outbox.enqueue_signed("vote", battle.signer, payload, **together)
+            Battle.objects.filter(pk=battle.pk).update(status=Battle.Status.QUEUED, open_item=opened, vote_item=voted)
+    except outbox.Unreachable:
+        return False
+    except outbox.InvalidCall as exc:  # a wallet's request that expired (or lost its nonce) meanwhile
+        if battle.request is None:
+            raise
+        lose(battle, str(exc))
+        return False
+    battle.refresh_from_db()
+    return True
+
+
+def _advance_direct(battle: Battle, opening: dict) -> bool:
+    """Without a forwarder: openBattle from the oracle, the user's vote from their own key after it."""
+    with transaction.atomic():
+        opened = outbox.enqueue("openBattle", oracle_address(battle.battle_id), opening)
+        voted = outbox.enqueue("vote", battle.signer, _payload(battle, battle.outcome), depends_on=opened)
         Battle.objects.filter(pk=battle.pk).update(status=Battle.Status.QUEUED, open_item=opened, vote_item=voted)
     battle.refresh_from_db()
     return True
+
+
+def _vote_blocker(battle: Battle, autos: list[OutboxItem]) -> str | None:
+    """What would make the vote revert once its battle is open (relay.vote_blocker, and both answers
+    named for its signer), in words; "" when nothing does; None when the chain cannot be read."""
+    if any(item.payload["user"] != battle.signer for item in autos):
+        return "the answers were recorded for another address than the one that signed the vote"
+    try:
+        return relay.vote_blocker(battle.signer, [item.payload["modelId"] for item in autos])
+    except (ChainError, ValueError):
+        return None
+
+
+def lose(battle: Battle, why: str) -> None:
+    """End a voted battle whose signed vote cannot be used and of which nothing is on-chain: a lost
+    vote, counted like an abandon; it takes no vote again."""
+    Battle.objects.filter(pk=battle.pk, status__in=[Battle.Status.VOTED, Battle.Status.QUEUED]).update(
+        status=Battle.Status.LOST, abandoned_at=timezone.now(), error=LOST_WORDS.format(why=why.rstrip(".")))
+    battle.refresh_from_db()
 
 
 def advance_waiting(limit: int = 200) -> int:
@@ -373,11 +432,23 @@ def refresh(battle: Battle) -> Battle:
     if battle.status == Battle.Status.QUEUED:
         items = [battle.open_item, battle.vote_item]
         failed = next((i for i in items if i is not None and i.status == OutboxItem.Status.FAILED), None)
-        if failed is not None:
+        if failed is not None and _lost(battle):
+            battle.status, battle.error = Battle.Status.LOST, LOST_WORDS.format(why=battle.vote_item.failure_words)
+            battle.abandoned_at = battle.abandoned_at or timezone.now()
+        elif failed is not None:
             battle.status, battle.error = Battle.Status.FAILED, f"Your vote could not be recorded: {failed.failure_words}."
         elif ArenaBattle.objects.filter(battle_id=battle.battle_id, outcome__isnull=False).exists():
             battle.status = Battle.Status.ONCHAIN
     return battle
+
+
+def _lost(battle: Battle) -> bool:
+    """Whether a queued battle's vote was lost for good with nothing of the battle on-chain: its wallet's
+    request failed in a way only a new signature cures (a new, unblind vote: refused), and openBattle
+    (sent only with it) is not in."""
+    vote, opened = battle.vote_item, battle.open_item
+    return (vote is not None and vote.needs_new_signature and battle.request is not None
+            and (opened is None or opened.status != OutboxItem.Status.CONFIRMED))
 
 
 def settle_battles(limit: int = 500) -> int:
@@ -388,17 +459,16 @@ def settle_battles(limit: int = 500) -> int:
         refresh(battle)
         if battle.status != Battle.Status.QUEUED:
             moved += Battle.objects.filter(pk=battle.pk, status=Battle.Status.QUEUED).update(
-                status=battle.status, error=battle.error)
+                status=battle.status, error=battle.error, abandoned_at=battle.abandoned_at)
     return moved
 
 
 def summary(battle: Battle) -> dict:
     """What the battle page shows about the vote: the names only once the vote is final on-chain."""
     voted = battle.status != Battle.Status.ANSWERING
-    battle.__dict__.pop("_revealed", None)
     out = {"voted": voted, "status": battle.status, "outcome": Battle.OUTCOMES.get(battle.outcome, ""),
            "counted": battle.counted, "flagged": battle.flagged, "error": battle.error,
-           "abandoned": battle.status == Battle.Status.ABANDONED, "revealed": battle.revealed,
+           "abandoned": battle.status == Battle.Status.ABANDONED, "revealed": battle.read_revealed(),
            "ready": ready_to_vote(battle) if not voted else True,
            "self_named": [f"model {s.upper()}" for s in battle.self_named]}
     if battle.revealed:

@@ -160,6 +160,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 f"You have sent many messages in a short time: wait {limits.wait_words(wait)}, then send again. "
                 "Nothing was sent.")}))
             return
+        title = self.conversation.title
         try:
             # The model's context is checked before anything is saved or sent (a clear count, no cut).
             if action in ("regenerate", "edit"):
@@ -179,7 +180,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             message = "; ".join(sum(exc.message_dict.values(), [])) if isinstance(exc, ValidationError) else str(exc)
             await self.send(render_to_string("chat/_error.html", {"pane": self.pane, "message": message}))
             return
-        await self.send(render_to_string("chat/_turn_start.html", {"i": interaction}))
+        # The first message names the conversation (conversations.begin_interaction): the page's heading follows.
+        await self.send(render_to_string("chat/_turn_start.html", {
+            "i": interaction, "retitled": self.conversation.title != title}))
         self.stop = asyncio.Event()
         self.answering = asyncio.create_task(self._answer(interaction))
 

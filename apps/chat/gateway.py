@@ -197,9 +197,10 @@ class Gateway:
                    **params) -> dict:
         """One non-streamed completion, the endpoint's JSON as it is (``choices`` with their
         ``message`` and, when asked for, ``logprobs``): for judges that need more than the text.
-        Nothing reaches the user before it is whole, so every failure may be retried. Its first byte
+        Nothing reaches the user before it is whole, so a failure may be retried. Its first byte
         comes only when the whole reply is written, so a caller with its own time limit for a reply
-        gives it as `read_timeout` (the gateway's read timeout is meant for the gap between pieces)."""
+        gives it as `read_timeout` (the gateway's read timeout is meant for the gap between pieces). A reply
+        that did not come within it is not asked for again."""
         payload = {"model": endpoint.model, "messages": messages, **params, "stream": False}
         timeout = self.timeout if read_timeout is None else httpx.Timeout(
             connect=self.timeout.connect, read=read_timeout, write=self.timeout.write, pool=self.timeout.pool)
@@ -221,6 +222,10 @@ class Gateway:
                 return body
             except CALL_ERRORS as exc:  # timeouts included
                 error: GatewayError = _call_error(endpoint, exc)
+                if isinstance(exc, httpx.ReadTimeout):
+                    # The endpoint has the request and is still working on it: asking again would queue
+                    # the same work behind it and take longer still. The caller's limit has been spent.
+                    raise error from exc
             except GatewayError as exc:
                 error = exc
             if error.permanent or attempt == self.retries:

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from apps.chain.models import OutboxItem
+from apps.chain.models import ArenaBattle, OutboxItem
 
 
 class Profile(models.Model):
@@ -133,9 +133,17 @@ class Conversation(models.Model):
 
     @property
     def battle(self) -> Battle | None:
-        """The arena battle this conversation is a side of (None for an ordinary conversation)."""
+        """The arena battle this conversation is a side of (None for an ordinary conversation). A side
+        reached from its battle (`battle.conversation_a`) knows it without a query: Django keeps the
+        battle on the side's reverse one-to-one accessor then."""
         if not self.arena:
             return None
+        for accessor in ("battle_as_a", "battle_as_b"):
+            if getattr(Conversation, accessor).is_cached(self):
+                try:
+                    return getattr(self, accessor)
+                except Battle.DoesNotExist:  # known not to be this side
+                    continue
         if "_battle" not in self.__dict__:
             self._battle = Battle.objects.filter(models.Q(conversation_a=self) | models.Q(conversation_b=self)).first()
         return self._battle
@@ -304,11 +312,20 @@ REASON_TAGS = (
 COMMENT_MAX = 1000
 
 
+class BattleQuerySet(models.QuerySet):
+    def with_revealed(self) -> BattleQuerySet:
+        """Each battle read with whether its vote is final on-chain, in the same query: `revealed`
+        asks nothing more."""
+        return self.annotate(vote_final=models.Exists(ArenaBattle.objects.filter(
+            battle_id=models.OuterRef("battle_id"), outcome__isnull=False)))
+
+
 class Battle(models.Model):
     """An arena battle: two running models drawn at random answer the same prompts side
     by side, their names hidden; the user votes on the first answers (A better, B better, tie, both
-    bad), and the names are revealed. The vote goes on-chain once both answers are: the oracle opens
-    the battle (openBattle) and the user's vote follows (signed by them, relayed)."""
+    bad), and the names are revealed. The vote goes on-chain once both answers are: the battle is
+    opened (openBattle, signed by the oracle) and the user's vote (signed by them) cast in one relayed,
+    atomic transaction."""
 
     class Status(models.TextChoices):
         ANSWERING = "answering"  # no vote yet
@@ -317,8 +334,13 @@ class Battle(models.Model):
         ONCHAIN = "onchain"
         FAILED = "failed"
         ABANDONED = "abandoned"  # left without a vote: it counts against its user (arena.ABANDON_*)
+        # The wallet's signed vote could not be used (its nonce was used elsewhere, or it expired) and
+        # nothing of the battle reached the chain: ended, and counted like an abandon.
+        LOST = "lost"
 
     OUTCOMES = {"a": "A is better", "b": "B is better", "tie": "It's a tie", "bad": "Both are bad"}
+
+    objects = BattleQuerySet.as_manager()
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="battles")
     context = models.ForeignKey("chain.Context", on_delete=models.PROTECT, related_name="battles")
@@ -354,9 +376,13 @@ class Battle(models.Model):
     @property
     def revealed(self) -> bool:
         """Whether its vote is final on-chain (the indexer folds only final blocks): only then are the
-        models named."""
-        if "_revealed" not in self.__dict__:
-            from apps.chain.models import ArenaBattle
+        models named. Read once (`Battle.objects.with_revealed()` reads it with the battle);
+        `read_revealed` reads it again."""
+        if getattr(self, "vote_final", None) is None:
+            return self.read_revealed()
+        return self.vote_final
 
-            self._revealed = ArenaBattle.objects.filter(battle_id=self.battle_id, outcome__isnull=False).exists()
-        return self._revealed
+    def read_revealed(self) -> bool:
+        """`revealed` as the indexed chain has it now."""
+        self.vote_final = ArenaBattle.objects.filter(battle_id=self.battle_id, outcome__isnull=False).exists()
+        return self.vote_final

@@ -3,8 +3,10 @@ the user's own address and updateReputation, through the outbox."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
@@ -280,9 +282,11 @@ def queue_waiting(interaction: Interaction) -> None:
         queue_rating(rating)
 
 
-def refresh(rating: Rating) -> Rating:
+def refresh(rating: Rating, indexed: Mapping[str, LedgerInteraction] | None = None) -> Rating:
     """The rating with its status as the outbox and the indexed chain have it now, in memory: pages
-    call it and write nothing; `settle_ratings` (the worker) writes it."""
+    call it and write nothing; `settle_ratings` (the worker) writes it. `indexed`: the indexed rows of
+    a page's (or a batch's) interactions by interaction id, read once for all of them
+    (`TurnFacts.onchain`); without it, this rating's row is read when it is needed."""
     if rating.status == Rating.Status.QUEUED:
         items = [rating.hum_item, rating.update_item]
         if any(i.status == OutboxItem.Status.FAILED for i in items):
@@ -292,10 +296,18 @@ def refresh(rating: Rating) -> Rating:
                 rating.error = _cannot_use_signature(failed.failure_words)
             else:
                 rating.error = f"Your rating could not be recorded on the chain: {failed.failure_words}."
-        elif all(i.status == OutboxItem.Status.CONFIRMED for i in items) and LedgerInteraction.objects.filter(
-                interaction_id=rating.interaction.interaction_id).exclude(reputation_tx="").exists():
+        elif all(i.status == OutboxItem.Status.CONFIRMED for i in items) and _reputation_indexed(rating, indexed):
             rating.status = Rating.Status.ONCHAIN  # confirmed and indexed: the page can show the moves
     return rating
+
+
+def _reputation_indexed(rating: Rating, indexed: Mapping[str, LedgerInteraction] | None) -> bool:
+    """Whether the indexer has seen the rating's updateReputation."""
+    interaction_id = rating.interaction.interaction_id
+    if indexed is None:
+        return LedgerInteraction.objects.filter(interaction_id=interaction_id).exclude(reputation_tx="").exists()
+    row = indexed.get(interaction_id)
+    return row is not None and bool(row.reputation_tx)
 
 
 def queue_waiting_ratings(limit: int = 200) -> int:
@@ -318,9 +330,12 @@ def settle_ratings(limit: int = 500) -> int:
     moved = 0
     done = Q(hum_item__status=OutboxItem.Status.FAILED) | Q(
         update_item__status__in=[OutboxItem.Status.FAILED, OutboxItem.Status.CONFIRMED])
-    for rating in Rating.objects.filter(done, status=Rating.Status.QUEUED).select_related(
-            "interaction", "hum_item", "update_item").order_by("pk")[:limit]:
-        refresh(rating)
+    batch = list(Rating.objects.filter(done, status=Rating.Status.QUEUED).select_related(
+        "interaction", "hum_item", "update_item").order_by("pk")[:limit])
+    indexed = {row.interaction_id: row for row in LedgerInteraction.objects.filter(
+        interaction_id__in=[r.interaction.interaction_id for r in batch]).exclude(reputation_tx="")}
+    for rating in batch:
+        refresh(rating, indexed)
         if rating.status != Rating.Status.QUEUED:
             moved += Rating.objects.filter(pk=rating.pk, status=Rating.Status.QUEUED).update(
                 status=rating.status, error=rating.error, failure=rating.failure)
@@ -362,7 +377,7 @@ def move_parts(onchain, before: int, after: int) -> tuple[float, float]:
     return move * rating / (rating + auto), move * auto / (rating + auto)
 
 
-def what_it_did(interaction: Interaction, onchain, moves: list[dict]) -> str:
+def what_it_did(interaction: Interaction, onchain, moves: list[dict], first: bool = False) -> str:
     """What a rating on-chain did, in words a newcomer understands: its weight, how far the model's
     reputation in the context moved, and how much of that move came from the rating and how much from
     the automatic score that was folded in with it; "" until it is known."""
@@ -372,12 +387,20 @@ def what_it_did(interaction: Interaction, onchain, moves: list[dict]) -> str:
     move = moves[0]
     before, after = move["r"]
     model = interaction.conversation.model.name
-    if minutes < LedgerInteraction.QUICK_SUCCESSION_MINUTES:
+    if first and minutes < LedgerInteraction.QUICK_SUCCESSION_MINUTES:
+        why = (f"it is your first, {minutes:.0f} minutes after you signed up, and a rating this soon after "
+               f"signing up counts for less, as do ratings close together")
+    elif minutes < LedgerInteraction.QUICK_SUCCESSION_MINUTES:
         why = f"it came {minutes:.0f} minutes after your previous rating, and ratings close together count for less"
     else:
-        why = "your familiarity, trust and certainty set it, and time since your previous rating raises it up to a day"
+        since = "you signed up" if first else "your previous rating"
+        why = f"your familiarity, trust and certainty set it, and time since {since} raises it up to a day"
     if before is None:
         moved = f"set {model}'s first reputation in {move['context']} at {after / 10**18:.4f}"
+        credit = ""
+    elif round(abs(after - before) / 10**18, 4) == 0:  # a split of a move too small to show says nothing
+        moved = (f"left {model}'s reputation in {move['context']} at {after / 10**18:.4f}: a rating of this weight "
+                 f"moves it by less than 0.0001")
         credit = ""
     else:
         moved = (f"moved {model}'s reputation in {move['context']} from {before / 10**18:.4f} to "
@@ -440,6 +463,7 @@ class TurnFacts:
     address: str  # the conversation user's rating address now
     prefill: dict[str, int]
     moves: dict[str, list[dict]]
+    firsts: set[str] = dataclasses.field(default_factory=set)  # interaction ids rated first by their rater on-chain
 
     def signer_of(self, interaction: Interaction) -> str:
         auto = self.autos.get(interaction.interaction_id)
@@ -462,9 +486,10 @@ def turn_facts(interactions: list[Interaction]) -> TurnFacts:
     address = profile.rating_address if profile else ""
     rated = [i for i in interactions if getattr(i, "rating", None) is not None]
     signers = {a.payload["user"] for a in autos.values()} | {address} | {i.rating.signer for i in rated}
+    onchain_rows = {row.interaction_id: row for row in LedgerInteraction.objects.filter(interaction_id__in=ids)}
     return TurnFacts(
-        onchain={row.interaction_id: row for row in LedgerInteraction.objects.filter(interaction_id__in=ids)},
+        onchain=onchain_rows,
         autos=autos, custodial=set(SigningKey.objects.filter(address__in=signers).values_list("address", flat=True)),
         address=address,
         prefill=prefill(conv.user, interactions[0]) if len(rated) < len(interactions) else {},
-        moves=moves_of(rated))
+        moves=moves_of(rated), firsts=LedgerInteraction.first_ratings(onchain_rows))

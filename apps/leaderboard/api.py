@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from apps.chain.ledger import deployment_lambda
 
-from . import boards
+from . import boards, weighting
 
 
 class BoardErrorSerializer(serializers.Serializer):
@@ -86,6 +86,75 @@ class BoardRowSerializer(serializers.Serializer):
     style_ci_low = serializers.FloatField(allow_null=True)
     style_ci_high = serializers.FloatField(allow_null=True)
     style_rank = serializers.IntegerField(allow_null=True)
+    weighted = serializers.FloatField(allow_null=True, help_text="The weighted score in [0, 1]: people's ratings "
+                                      "(Rh) and votes (arena Elo as the chance to beat a model of average "
+                                      "strength here) count fully, Ra by its weight in `validity` (see "
+                                      "`weighted_text`); null without a rating band or a counted vote.")
+    weighted_low = serializers.FloatField(allow_null=True, help_text="Low end of the weighted score's band: the "
+                                          "same weighted mean of the signals' interval ends.")
+    weighted_high = serializers.FloatField(allow_null=True, help_text="High end of the weighted score's band.")
+    weighted_rank = serializers.IntegerField(allow_null=True, help_text="1 + the models whose whole weighted band "
+                                             "lies above this one's; null without a weighted score.")
+    weighted_tied = serializers.BooleanField(help_text="Another model has the same weighted rank.")
+
+
+class ColumnValiditySerializer(serializers.Serializer):
+    kind = serializers.CharField(help_text="automatic, people or mixed.")
+    status = serializers.ChoiceField(choices=[weighting.MEASURED, weighting.NOT_ENOUGH, weighting.REFERENCE,
+                                              weighting.NOT_WEIGHED, weighting.NOT_MEASURED],
+                                     help_text="measured: checked against people's votes here; "
+                                               "not_enough_human_signal: fewer than `min_human` votes to check it "
+                                               "against (its figures null); reference: a signal from people; "
+                                               "not_weighed, not_measured: counts 0 (see `reason`).")
+    weight = serializers.FloatField(help_text="Its weight in the weighted score (people's signals 1).")
+    reason = serializers.CharField(required=False, help_text="Why it counts 0.")
+    human_signal = serializers.CharField(required=False, help_text="What it was checked against.")
+    votes = serializers.IntegerField(required=False, help_text="Counted votes that preferred one answer.")
+    votes_without_scores = serializers.IntegerField(required=False, help_text="Of them, votes with an answer "
+                                                    "lacking an automatic score or a known text.")
+    pairs_non_tie = serializers.IntegerField(required=False, help_text="n: the votes checked.")
+    enough = serializers.BooleanField(required=False, help_text="n >= min_human.")
+    accuracy_non_tie = serializers.FloatField(required=False, allow_null=True, help_text="Share of the n votes "
+                                              "where the voted answer had the higher automatic score.")
+    accuracy_ci_low = serializers.FloatField(required=False, allow_null=True, help_text="Its 95% interval (paired "
+                                             "bootstrap, lib/weighted.py), low end.")
+    accuracy_ci_high = serializers.FloatField(required=False, allow_null=True)
+    length_accuracy_non_tie = serializers.FloatField(required=False, allow_null=True, help_text="The same share for "
+                                                     "\"the longer answer wins\" on the same votes.")
+    margin_over_length = serializers.FloatField(required=False, allow_null=True)
+    margin_over_length_ci_low = serializers.FloatField(required=False, allow_null=True)
+    margin_over_length_ci_high = serializers.FloatField(required=False, allow_null=True)
+    weight_wad = serializers.CharField(required=False, help_text="The weight in 1e18 fixed point "
+                                       "(lib.metaeval.validity_factor_wad of the margin's low end).")
+
+
+class RatingValiditySerializer(serializers.Serializer):
+    n = serializers.IntegerField(help_text="Answers here with both a rating from people and an automatic score "
+                                 "against references (and a known text).")
+    unread = serializers.IntegerField(required=False, help_text="More such answers, left out of these figures "
+                                      "until their evidence record, which gives their length, can be read.")
+    enough = serializers.BooleanField(help_text="n >= min_human: enough ratings to speak from.")
+    spearman = serializers.FloatField(allow_null=True, help_text="Spearman's rank correlation of the automatic "
+                                      "score with people's ratings over those answers; null with fewer than 3 or "
+                                      "when one side gives every answer the same value.")
+    spearman_ci_low = serializers.FloatField(allow_null=True, help_text="Its 95% bootstrap interval (500 "
+                                             "resamples of the answers in interaction id order, seed 0; "
+                                             "lib/weighted.py rating_validity), low end.")
+    spearman_ci_high = serializers.FloatField(allow_null=True)
+    length_spearman = serializers.FloatField(allow_null=True, help_text="The same correlation for the answer's "
+                                             "length in characters.")
+
+
+class ValiditySerializer(serializers.Serializer):
+    min_human = serializers.IntegerField(help_text="Votes (or ratings) needed before a column is checked against "
+                                         "them.")
+    text = serializers.CharField(help_text="The automatic score against people's votes here, in one plain line.")
+    ratings = RatingValiditySerializer(help_text="The automatic score against people's ratings here. Rebuilt from "
+                                       "the chain by /verify.")
+    ratings_text = serializers.CharField(help_text="The same, in one plain line.")
+    weighted_text = serializers.CharField(help_text="What the weighted score weighs, in one plain line.")
+    columns = serializers.DictField(child=ColumnValiditySerializer(), help_text="Per column (r, ra, rh, arena_elo, "
+                                    "style_elo, debate_elo, peer_elo). Rebuilt from the chain by /verify.")
 
 
 class ArenaCoefficientSerializer(serializers.Serializer):
@@ -131,12 +200,23 @@ class BoardSerializer(serializers.Serializer):
                                                  "self-evaluation ran; null when none has.")
     arena_text = serializers.CharField(help_text="What the arena columns mean, in plain words.")
     arena = ArenaSerializer(allow_null=True, help_text="The board's arena as a whole; null before its first vote.")
+    validity = ValiditySerializer(help_text="How far each column agrees with people here, and its weight in the "
+                                  "weighted score.")
     ranked = BoardRowSerializer(many=True)
     provisional = BoardRowSerializer(many=True, help_text="Models not ranked: fewer than min_evaluations "
                                      "evaluations or fewer than min_rated rated answers.")
 
 
 def row_data(row: boards.BoardRow) -> dict:
+    """A row as the JSON shows it: made once per row (kept in `row.memo`, as the rows of one version of a
+    board are shared by all its views); the caller must not change it."""
+    data = row.memo.get("json")
+    if data is None:
+        data = row.memo["json"] = _row_data(row)
+    return data
+
+
+def _row_data(row: boards.BoardRow) -> dict:
     return {"rank": row.rank, "tied": row.tied, "model_id": row.model_id, "name": row.name,
             "url": row.url, "r": str(row.r), "ra": str(row.ra), "rh": str(row.rh),
             "r_decimal": boards.wad_float(row.r), "ra_decimal": boards.wad_float(row.ra),
@@ -147,7 +227,16 @@ def row_data(row: boards.BoardRow) -> dict:
             "changed_at": row.changed_at.isoformat() if row.changed_at else None,
             "debate_elo": row.debate_elo, "debate_games": row.debate_games, "peer_elo": row.peer_elo,
             "peer_record": None if row.peer_record is None else dict(zip(("wins", "ties", "losses"), row.peer_record)),
-            **{key: getattr(row, key) for key in boards.ARENA_FIELDS}}
+            **{key: getattr(row, key) for key in boards.ARENA_FIELDS},
+            **{key: getattr(row, key) for key in WEIGHTED_FIELDS}}
+
+
+WEIGHTED_FIELDS = ("weighted", "weighted_low", "weighted_high", "weighted_rank", "weighted_tied")
+
+
+def validity_data(board: boards.Board) -> dict:
+    return {"min_human": weighting.MIN_HUMAN, "text": board.votes_text, "ratings": board.ratings,
+            "ratings_text": board.ratings_text, "weighted_text": board.weighted_text, "columns": board.validity}
 
 
 def arena_data(summary: boards.ArenaSummary | None, context_id: str) -> dict | None:
@@ -172,7 +261,7 @@ def board_data(board: boards.Board) -> dict:
             "debate": boards.DEBATE_TEXT, "peer": board.peer_text,
             "peer_computed_at": board.peer_computed_at.isoformat() if board.peer_computed_at else None,
             "arena_text": board.arena_text, "arena": arena_data(board.arena, board.context_id),
-            "ranked": [row_data(r) for r in board.ranked], "provisional": [row_data(r) for r in board.provisional]}
+            "validity": validity_data(board), "ranked": [row_data(r) for r in board.ranked], "provisional": [row_data(r) for r in board.provisional]}
 
 
 PARAMETERS = [
@@ -205,16 +294,22 @@ class _BoardView(APIView):
             sort, direction = boards.parse_sort(request.query_params.get("sort"), request.query_params.get("dir"),
                                                 strict=True)
 
+            shown = boards.standing(context_id, within=boards.reuse_within())  # as the page (views/board.py)
+            version = shown.version
+
             def produce():
-                board = boards.build_board(context_id, sort, direction, strict=True)
+                board = boards.board_from(shown, sort, direction)
                 return {"context_id": board.context_id, "body": self.body(board)}
 
-            cached = boards.cached(self.kind, context_id, sort, direction, produce)
+            cached = boards.cached(self.kind, context_id, sort, direction, produce, version=version)
         except boards.BoardError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         except boards.UnknownContext as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_404_NOT_FOUND)
-        return self.respond(cached["context_id"], cached["body"])
+        response = self.respond(cached["context_id"], cached["body"])
+        if version:
+            response[boards.VERSION_HEADER] = version
+        return response
 
 
 class BoardDetail(_BoardView):

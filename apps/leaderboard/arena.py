@@ -244,8 +244,8 @@ def arena_text(bootstrap: int, style_bootstrap: int) -> str:
     """What the arena columns mean, in plain words."""
     return (
         "Arena: a user asks one question, two anonymous models answer it side by side, and the user votes "
-        "for the better answer (or a tie, or both bad). Arena Elo turns those votes into one score per model "
-        "(the Bradley–Terry model, on the Elo scale): a model 400 points above another is expected to win "
+        "for the better answer (or a tie, or both bad). Arena Elo turns those votes into one score per model, "
+        "on the Elo scale of chess ratings: a model 400 points above another is expected to win "
         "10 votes for every one it loses, 100 points above about 64 of 100; ties and both-bad votes count as "
         "half a win for each side, and the models linked by battles average 1000. "
         f"The 95% interval: we draw as many votes as there are again at random from the votes (one may "
@@ -264,4 +264,4 @@ def arena_text(bootstrap: int, style_bootstrap: int) -> str:
         "Battles counts the model's counted votes, and its win rate is its wins plus half its ties, over "
         "them. Votes where an answer gave away its model's name are kept but not counted. The draws are "
         "seeded by the board, its number of votes and the block of the last vote, so anyone rebuilding the "
-        "arena from the chain's BattleOpened and Voted events gets the same numbers: /verify checks them.")
+        "arena from the chain's records of battles and votes gets the same numbers: the verify page checks them.")

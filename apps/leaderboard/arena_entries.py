@@ -22,17 +22,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, F, Sum
 from django.utils import timezone
 
 from apps.chain import indexer
-from apps.chain.evidence import EvidenceCorrupt, EvidenceMissing, EvidenceStore, LocalBlobStore
-from apps.chain.ipfs import IpfsError
+from apps.chain.evidence import evidence_answer, local_store
 from apps.chain.models import ArenaBattle, LedgerInteraction
 from apps.chat.models import Interaction
-from lib import records
-from lib.cid import CidError
 from lib.reputation import GLOBAL_CONTEXT_ID
 
 from . import arena, entries
@@ -47,22 +44,6 @@ CHUNK = 500  # ids per IN (...) query
 
 # --- the answers' style ------------------------------------------------------------------------------
 
-def evidence_answer(cid: str, interaction_id: str, store) -> str | None:
-    """The answer text of the evidence record under `cid` (checked against the CID, and naming this
-    interaction), or None when it cannot be had."""
-    try:
-        record = records.parse(store.get(cid, timeout=5))
-    except (EvidenceMissing, EvidenceCorrupt, CidError, records.RecordError, OSError) as exc:
-        log.info("evidence %s of %s unreadable: %s", cid, interaction_id, exc)
-        return None
-    except IpfsError as exc:  # the node is away or failing: the answer is unknown for now
-        log.warning("evidence %s of %s unreadable: %s", cid, interaction_id, exc)
-        return None
-    if record["schema"] != records.EVIDENCE_SCHEMA or record["interaction"].lower() != interaction_id.lower():
-        return None
-    return record["answer"]["text"]
-
-
 def measure_answers(interaction_ids: set[str]) -> dict[str, tuple[int, float]]:
     """The style of these answers, measured and stored (AnswerStyle) for the ones whose text is found."""
     found: dict[str, tuple[str, str]] = {}  # id -> (text, source)
@@ -74,7 +55,7 @@ def measure_answers(interaction_ids: set[str]) -> dict[str, tuple[int, float]]:
             found[iid] = (text, AnswerStyle.Source.CHAT)
     rest = [i for i in ids if i not in found]
     if rest:
-        store = EvidenceStore(LocalBlobStore(settings.LLMCHAIN_IPFS_DIR), None, read_pins=False)
+        store = local_store()
         for k in range(0, len(rest), CHUNK):
             for iid, cid in LedgerInteraction.objects.filter(interaction_id__in=rest[k:k + CHUNK]).values_list(
                     "interaction_id", "evidence_cid"):
@@ -295,11 +276,23 @@ def refresh_stale(*, reload: bool = False) -> list[str]:
     return stale
 
 
+def _next_generation(context_id: str) -> None:
+    """Move the board's generation on, creating its row at 1 if it has none. Two processes may both
+    find no row (the indexer and a rebuild, say): the second one's insert fails inside its savepoint
+    and it moves the row the first created instead of failing its whole transaction."""
+    if ArenaBoard.objects.filter(context_id=context_id).update(generation=F("generation") + 1):
+        return
+    try:
+        with transaction.atomic():
+            ArenaBoard.objects.create(context_id=context_id, generation=1)
+    except IntegrityError:
+        ArenaBoard.objects.filter(context_id=context_id).update(generation=F("generation") + 1)
+
+
 def mark_stale(contexts: set[str]) -> None:
     """Within the indexer's transaction: these boards' votes changed (and so the global board's)."""
     for context_id in sorted(set(contexts) | {GLOBAL_CONTEXT_ID}):
-        if not ArenaBoard.objects.filter(context_id=context_id).update(generation=F("generation") + 1):
-            ArenaBoard.objects.create(context_id=context_id, generation=1)
+        _next_generation(context_id)
     if settings.LLMCHAIN_ARENA_REFIT == "after-fold":  # else the `leaderboard arena --follow` worker refits
         transaction.on_commit(refresh_stale, robust=True)  # a failure is logged; the mark stays for the next pass
 
@@ -317,8 +310,7 @@ def rebuild() -> int:
         if gone:
             entries.bump(set(gone))
         for context_id in voted:
-            if not ArenaBoard.objects.filter(context_id=context_id).update(generation=F("generation") + 1):
-                ArenaBoard.objects.create(context_id=context_id, generation=1)
+            _next_generation(context_id)
     forget_votes()
     return len(refresh_stale(reload=True))
 

@@ -13,6 +13,8 @@ the context (apps.annotate.outcomes), and its Elo in the context's latest peer s
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
@@ -29,8 +31,9 @@ from apps.oracle.selfeval import peer_ratings
 from lib.boardstats import BAND_LEVEL, BAND_MIN_HUMAN, BAND_RESAMPLES
 from lib.ids import is_hex32
 from lib.reputation import GLOBAL_CONTEXT_ID, WAD, decay_factor
+from lib.weighted import VoteCounts, rating_validity, vote_validity
 
-from . import arena, entries
+from . import arena, entries, weighting
 from .entries import short_id
 from .models import ArenaBoard, ArenaEntry, BoardEntry
 
@@ -38,7 +41,7 @@ GLOBAL_NAME = "Global"
 
 # Sort keys, their labels, and the direction a first click sorts in.
 SORT_KEYS = ("r", "ra", "rh", "n_auto", "n_human", "name", "block", "arena_elo", "style_elo", "battles", "debate_elo",
-             "peer_elo")
+             "peer_elo", "weighted")
 DEFAULT_SORT = "r"
 DIRECTIONS = ("asc", "desc")
 
@@ -104,10 +107,10 @@ def format_lambda(lambda_wad: int) -> str:
 
 
 DEBATE_TEXT = (
-    "Debate Elo is a Bradley–Terry rating on the Elo scale (a model with no debates would stand at 1000; 400 "
-    "points apart = 10:1 odds), fitted to the debates held on this site between models' answers in this context: "
-    "the agents' verdict when they agreed, else the experts' majority verdict. It is the site's own, not on-chain, "
-    "so /verify does not check it.")
+    "Debate Elo is a rating on the Elo scale, as in chess (a model with no debates would stand at 1000; one 400 "
+    "points above another is expected to win 10 debates for each it loses), fitted to the debates held on this "
+    "site between models' answers in this context: the AI judges' verdict when they agreed, else the experts' "
+    "majority verdict. It is the site's own, not on-chain, so the verify page does not check it.")
 
 
 def peer_text(context_id: str, computed_at: datetime | None, prompts: int) -> str:
@@ -118,9 +121,9 @@ def peer_text(context_id: str, computed_at: datetime | None, prompts: int) -> st
         return "Peer Elo: no peer self-evaluation has been run in this context yet."
     noun = "prompt" if prompts == 1 else "prompts"
     return (f"Peer Elo is computed by this site from the models' answers to the same {prompts} {noun} in this "
-            f"context: each pair of answers is judged by a third model's answer (BERTScore), and Elo ranks the "
-            f"models; computed {computed_at.strftime('%Y-%m-%d %H:%M')} UTC. It is the site's own, not on-chain, "
-            f"so /verify does not check it.")
+            f"context: of each pair of answers, the one closer in meaning to a third model's answer wins, and "
+            f"the wins make an Elo rating; computed {computed_at.strftime('%Y-%m-%d %H:%M')} UTC. It is the site's "
+            f"own, not on-chain, so the verify page does not check it.")
 
 
 def _plural(n: int, noun: str) -> str:
@@ -138,8 +141,9 @@ def rule_text(minimum: int, rated: int | None = None) -> str:
 def order_text(ranked: list, unranked: int, rated: int) -> str:
     """The one sentence that says what orders the board and how sure it is."""
     if not ranked:
+        below = "the model below is" if unranked == 1 else f"the {unranked} models below are"
         return (f"No model is ranked here yet: a rank needs at least {rated} answers rated by people "
-                f"(R moves only with their ratings); the {_plural(unranked, 'model')} below are listed unranked.")
+                f"(R moves only with their ratings); {below} listed unranked.")
     widths = [row.band_hi - row.band_lo for row in ranked]
     tied = sum(1 for row in ranked if row.tied)
     ties = (f"{tied} of the {len(ranked)} ranked models share one" if tied else "no two ranked models share one")
@@ -196,6 +200,16 @@ class BoardRow:
     style_ci_low: float | None = None
     style_ci_high: float | None = None
     style_rank: int | None = None
+    # The weighted score (apps/leaderboard/weighting.py): None without a signal from people here.
+    weighted: float | None = None
+    weighted_low: float | None = None
+    weighted_high: float | None = None
+    weighted_rank: int | None = None  # 1 + the models whose whole weighted band lies above this one's
+    weighted_tied: bool = False
+    # What the views derive from the row (its table row, its JSON), kept with it: one version of a board
+    # has one set of rows, shared by all its views (`standing`). Not part of the row's value; a copy
+    # (`replace`) starts empty.
+    memo: dict = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @classmethod
     def from_entry(cls, e: BoardEntry, debate: tuple[float, int] | None = None, peer=None,
@@ -218,6 +232,12 @@ class BoardRow:
         return f"={self.rank}" if self.tied else str(self.rank)
 
     @property
+    def weighted_rank_text(self) -> str:
+        if self.weighted_rank is None:
+            return ""
+        return f"={self.weighted_rank}" if self.weighted_tied else str(self.weighted_rank)
+
+    @property
     def short_id(self) -> str:
         return short_id(self.model_id)
 
@@ -229,7 +249,9 @@ class BoardRow:
         return {"r": self.r, "ra": self.ra, "rh": self.rh, "n_auto": self.n_auto, "n_human": self.n_human,
                 "block": self.block_number, "name": self.name.casefold(), "debate_elo": self.debate_elo,
                 "peer_elo": self.peer_elo, "arena_elo": self.arena_elo, "style_elo": self.style_elo,
-                "battles": self.battles or None}[sort]
+                "battles": self.battles or None,
+                # By the weighted rank (its ties as the board's ranks), then the score.
+                "weighted": None if self.weighted is None else (-self.weighted_rank, self.weighted)}[sort]
 
 
 @dataclass(frozen=True)
@@ -283,6 +305,29 @@ class Board:
     peer_computed_at: datetime | None = None  # when the context's latest peer self-evaluation ran
     peer_prompts: int = 0
     arena: ArenaSummary | None = None  # None: no vote was ever folded into this board's arena
+    # The automatic score against people's votes here (lib.weighted.vote_validity); none by default.
+    votes: dict = field(default_factory=lambda: vote_validity(VoteCounts()))
+    # And against people's ratings here (lib.weighted.rating_validity); none by default.
+    ratings: dict = field(default_factory=lambda: rating_validity([]))
+    version: str = ""  # the board's version its rows were read at ("": none yet)
+
+    @property
+    def validity(self) -> dict:
+        """Per column, how far it agrees with people here and its weight in the weighted score."""
+        return weighting.columns(self.votes)
+
+    @property
+    def votes_text(self) -> str:
+        return weighting.votes_text(self.votes)
+
+    @property
+    def ratings_text(self) -> str:
+        return weighting.ratings_text(self.ratings)
+
+    @property
+    def weighted_text(self) -> str:
+        return weighting.weighted_text(self.votes, sum(1 for row in self.rows if row.weighted is not None),
+                                       self.context_id)
 
     @property
     def arena_text(self) -> str:
@@ -295,6 +340,18 @@ class Board:
     @property
     def order_text(self) -> str:
         return order_text(self.ranked, len(self.provisional), self.min_rated)
+
+    @property
+    def unranked_order_text(self) -> str:
+        """How the models not yet ranked are listed, in the board's order by R: by their automatic score
+        (Ra), or by name when it does not tell them apart (a score that earned no weight leaves Ra where
+        it started), said so rather than shown as if it were an order of merit."""
+        if self.sort != "r" or not self.provisional:
+            return ""
+        if len({row.ra for row in self.provisional}) > 1:
+            return "Listed by their automatic score (Ra)."
+        return ("Listed by name: their automatic scores (Ra) are all the same, so nothing here sets them "
+                "apart yet.")
 
     @property
     def peer_text(self) -> str:
@@ -353,8 +410,10 @@ def _order(rows: list[BoardRow], sort: str, direction: str) -> list[BoardRow]:
     in the column (no debate rating) last either way."""
     rows = sorted(rows, key=lambda row: (row.name.casefold(), row.model_id))
     valued = [row for row in rows if row.value(sort) is not None]
-    return (sorted(valued, key=lambda row: row.value(sort), reverse=direction == "desc")  # stable
-            + [row for row in rows if row.value(sort) is None])
+    rest = [row for row in rows if row.value(sort) is None]
+    if sort == "weighted":  # without a weighted score: by the automatic score, as the board lists the unranked
+        rest = _order(rest, "ra", direction)
+    return sorted(valued, key=lambda row: row.value(sort), reverse=direction == "desc") + rest  # stable
 
 
 def has_evidence(row: BoardRow, minimum: int, rated: int) -> bool:
@@ -372,43 +431,142 @@ def interval_ranks(rows: list[BoardRow]) -> list[BoardRow]:
     return sorted(ranked, key=lambda row: (row.rank, -row.r, row.name.casefold(), row.model_id))
 
 
-def rank_rows(rows: list[BoardRow], sort: str, direction: str, minimum: int,
-              rated: int | None = None) -> tuple[list, list]:
+def split_rows(rows: list[BoardRow], minimum: int, rated: int | None = None) -> tuple[list, list]:
     """(ranked, unranked): rows with enough evidence (`has_evidence`) ranked by their R bands
-    (`interval_ranks`), the others unranked; both lists in the requested order (by R: the ranks'
-    order; the unranked by their automatic score, since their R has not moved)."""
+    (`interval_ranks`, in the ranks' order), the others as they came."""
     rated = min_rated() if rated is None else rated
     eligible = [row for row in rows if has_evidence(row, minimum, rated)]
     unranked = [row for row in rows if not has_evidence(row, minimum, rated)]
-    ranked = interval_ranks(eligible)
+    return interval_ranks(eligible), unranked
+
+
+def order_rows(ranked: list[BoardRow], unranked: list[BoardRow], sort: str, direction: str) -> tuple[list, list]:
+    """Both lists of `split_rows` in the requested order (by R: the ranks' order; the unranked by their
+    automatic score, since their R has not moved). The rows themselves are not copied."""
     if sort == "r":
-        if direction == "asc":
-            ranked = ranked[::-1]
-        return ranked, _order(unranked, "ra", direction)
+        return (ranked[::-1] if direction == "asc" else list(ranked)), _order(unranked, "ra", direction)
     return _order(ranked, sort, direction), _order(unranked, sort, direction)
 
 
-def build_board(context_id: str | None, sort: str | None = None, direction: str | None = None, *,
-                strict: bool = False) -> Board:
-    """The board of one context, from the precomputed entries. Raises BoardError (malformed input) or
-    UnknownContext."""
-    context_id = parse_context_id(context_id)
-    sort, direction = parse_sort(sort, direction, strict=strict)
+def rank_rows(rows: list[BoardRow], sort: str, direction: str, minimum: int,
+              rated: int | None = None) -> tuple[list, list]:
+    """(ranked, unranked) of `split_rows`, both in the requested order (`order_rows`)."""
+    return order_rows(*split_rows(rows, minimum, rated), sort, direction)
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A board before any order: its rows, ranked by their R bands or not yet ranked, and what the board
+    rests on. Built once per version of the board (`standing`) and shared by every sort, direction and
+    export of it, so that their rows are the same objects (what the views derive from a row, they derive
+    once: `BoardRow.memo`)."""
+
+    context_id: str
+    context_name: str
+    ranked: list[BoardRow]  # in the ranks' order
+    unranked: list[BoardRow]
+    min_evaluations: int
+    min_rated: int
+    generated_at: datetime  # when its rows were read
+    peer_computed_at: datetime | None
+    peer_prompts: int
+    arena: ArenaSummary | None
+    votes: dict
+    ratings: dict
+    version: str = ""  # the board's version when its rows were read ("": none yet, not kept)
+    built: float = 0.0  # time.monotonic() then
+
+
+# The latest standing of each board in this process.
+_standings: dict[str, Standing] = {}
+_standing_locks: dict[str, threading.Lock] = {}
+
+
+def reuse_within() -> float:
+    """How long the board views (page, exports) go on using a board's standing after its version moved:
+    half of LLMCHAIN_BOARD_MAX_STALE_S, so that while the indexer moves a board's version every second or
+    two its views are built from one standing, not one each. The answer says which version it shows."""
+    return settings.LLMCHAIN_BOARD_MAX_STALE_S / 2
+
+
+def standing(context_id: str, *, within: float = 0.0, kept: bool = True) -> Standing:
+    """The board's standing at its current version, or one kept from an earlier version built less than
+    `within` seconds ago: built from the entries on the first request that needs it in this process (one
+    build at a time per board) and kept for the next ones. Without a version (nothing derived yet), or
+    not `kept`, it is built from the table as it is now (and not kept)."""
+    version = entries.version(context_id)  # read before the rows: they are at least as new as this version
+    minimum, rated = min_evaluations(), min_rated()
+    if not version or not kept:
+        return _build_standing(context_id, minimum, rated, version)
+
+    def usable(found: Standing | None) -> bool:
+        return found is not None and (found.min_evaluations, found.min_rated) == (minimum, rated) and (
+            found.version == version or time.monotonic() - found.built < within)
+
+    found = _standings.get(context_id)
+    if usable(found):
+        return found
+    with _standing_locks.setdefault(context_id, threading.Lock()):
+        found = _standings.get(context_id)
+        if usable(found):  # another thread built it meanwhile
+            return found
+        built = _build_standing(context_id, minimum, rated, version)
+        _standings[context_id] = built
+        return built
+
+
+def forget_standings() -> None:
+    """Drop the standings this process keeps (tests: a fresh database may reuse a version)."""
+    _standings.clear()
+
+
+def _build_standing(context_id: str, minimum: int, rated: int, version: str) -> Standing:
     name = context_name(context_id)
+    generated_at, built = timezone.now(), time.monotonic()
     # One fit per board version, shared by every sort, direction and export of the board.
-    debates = cached("debate-elo", context_id, "", "", lambda: debate_ratings(context_id))
-    peers = cached("peer-elo", context_id, "", "", lambda: peer_ratings(context_id))
+    debates = cached_under(f"debate-elo:{version}:{context_id}", lambda: debate_ratings(context_id), version)
+    peers = cached_under(f"peer-elo:{version}:{context_id}", lambda: peer_ratings(context_id), version)
     lines = {a.model_id: a for a in ArenaEntry.objects.filter(context_id=context_id)}
     rows = [BoardRow.from_entry(e, debates.get(e.model_id), peers.get(e.model_id), lines.get(e.model_id))
             for e in BoardEntry.objects.filter(context_id=context_id).defer("history")]
     state = ArenaBoard.objects.filter(context_id=context_id).first()
-    minimum, rated = min_evaluations(), min_rated()
-    ranked, provisional = rank_rows(rows, sort, direction, minimum, rated)
+    # The validity figures rest on the board's counted votes and their answers' automatic scores and
+    # lengths: the votes change only with the arena's generation, which the indexer moves in the
+    # transaction that folds them, and an answer's score is on-chain before any battle can name it
+    # (openBattle needs both interactions recorded). So the figures are kept per generation, not per
+    # version: an evaluation folded elsewhere on the board does not query every vote again.
+    everywhere = version.split(".")[0]
+    generation = state.generation if state else 0
+    votes = cached_under(f"validity:{everywhere}:{generation}:{context_id}", lambda: weighting.site_votes(context_id),
+                         version)
+    ratings = cached_under(f"ratings:{version}:{context_id}", lambda: weighting.site_ratings(context_id), version)
+    rows = weighting.weigh_rows(rows, votes["weight"])
+    ranked, unranked = split_rows(rows, minimum, rated)
     run = next(iter(peers.values()), None)  # every row of a context comes from its latest run
-    return Board(context_id=context_id, context_name=name, sort=sort, direction=direction, min_evaluations=minimum,
-                 min_rated=rated, ranked=ranked, provisional=provisional, peer_computed_at=run.computed_at if run else None,
-                 peer_prompts=run.prompts if run else 0,
-                 arena=ArenaSummary.of(state, {row.model_id: row.name for row in rows}) if state else None)
+    return Standing(context_id=context_id, context_name=name, ranked=ranked, unranked=unranked,
+                    min_evaluations=minimum, min_rated=rated, generated_at=generated_at,
+                    peer_computed_at=run.computed_at if run else None, peer_prompts=run.prompts if run else 0,
+                    arena=ArenaSummary.of(state, {row.model_id: row.name for row in rows}) if state else None,
+                    votes=votes, ratings=ratings, version=version, built=built)
+
+
+def build_board(context_id: str | None, sort: str | None = None, direction: str | None = None, *,
+                strict: bool = False, within: float = 0.0, kept: bool = True) -> Board:
+    """The board of one context, from the precomputed entries (its `standing`, in the requested order):
+    at its current version, or `within` seconds older; not `kept`: from the table as it is now (see
+    `standing`). Raises BoardError (malformed input) or UnknownContext."""
+    context_id = parse_context_id(context_id)
+    sort, direction = parse_sort(sort, direction, strict=strict)
+    return board_from(standing(context_id, within=within, kept=kept), sort, direction)
+
+
+def board_from(s: Standing, sort: str, direction: str) -> Board:
+    """The board of a standing in one order (`sort` and `direction` as `parse_sort` gives them)."""
+    ranked, provisional = order_rows(s.ranked, s.unranked, sort, direction)
+    return Board(context_id=s.context_id, context_name=s.context_name, sort=sort, direction=direction,
+                 min_evaluations=s.min_evaluations, min_rated=s.min_rated, ranked=ranked, provisional=provisional,
+                 generated_at=s.generated_at, peer_computed_at=s.peer_computed_at, peer_prompts=s.peer_prompts,
+                 arena=s.arena, votes=s.votes, ratings=s.ratings, version=s.version)
 
 
 def board_contexts() -> list[Context]:
@@ -423,11 +581,17 @@ def board_index() -> list[tuple[str, str, int]]:
     return [(cid, name, counts.get(cid, 0)) for cid, name in items]
 
 
+# The board's figures of people's ratings against the automatic score, repeated on every CSV row (the same
+# for the whole board) under "ratings_<key>".
+RATING_KEYS = ("n", "spearman", "spearman_ci_low", "spearman_ci_high", "length_spearman")
+
 CSV_HEADER = ["rank", "status", "model_id", "name", "r", "ra", "rh", "r_decimal", "ra_decimal", "rh_decimal",
               "r_band_low", "r_band_high", "n_auto", "n_human", "evaluations", "block_number", "changed_at",
               "debate_elo", "debate_games", "peer_elo", "peer_wins", "peer_ties", "peer_losses",
               "arena_rank", "arena_elo", "arena_ci_low", "arena_ci_high", "battles", "arena_wins", "arena_ties",
-              "arena_losses", "arena_win_rate", "style_elo", "style_ci_low", "style_ci_high", "style_rank"]
+              "arena_losses", "arena_win_rate", "style_elo", "style_ci_low", "style_ci_high", "style_rank",
+              "weighted", "weighted_low", "weighted_high", "weighted_rank",
+              *(f"ratings_{key}" for key in RATING_KEYS)]
 
 
 def _number(value, digits: int = 6) -> str:
@@ -441,6 +605,7 @@ def _csv_safe(text: str) -> str:
 
 def csv_rows(board: Board) -> list[list]:
     out = [CSV_HEADER]
+    ratings = [board.ratings["n"], *(_number(board.ratings[key], 4) for key in RATING_KEYS[1:])]
     for row in board.rows:
         out.append([row.rank if row.rank is not None else "", "ranked" if row.rank is not None else "provisional",
                     row.model_id, _csv_safe(row.name), str(row.r), str(row.ra), str(row.rh),
@@ -456,21 +621,34 @@ def csv_rows(board: Board) -> list[list]:
                     _number(row.arena_ci_low), _number(row.arena_ci_high), row.battles, row.arena_wins,
                     row.arena_ties, row.arena_losses, _number(row.arena_win_rate), _number(row.style_elo),
                     _number(row.style_ci_low), _number(row.style_ci_high),
-                    "" if row.style_rank is None else row.style_rank])
+                    "" if row.style_rank is None else row.style_rank, _number(row.weighted),
+                    _number(row.weighted_low), _number(row.weighted_high), "" if row.weighted_rank is None else row.weighted_rank,
+                    *ratings])
     return out
 
 
 CACHE_SECONDS = 300
 
 
-def cached(kind: str, context_id: str, sort: str, direction: str, produce):
-    """`produce()` for this board view, cached under the board's version: every change the indexer
-    folds into a board moves its version (entries.bump), so a cached board is never staler than the
-    table it was made from."""
-    version = entries.version(context_id or None)
+# The response header that says which version of the board an answer shows (apps/leaderboard/fastpath.py
+# keeps the answer under it).
+VERSION_HEADER = "X-Board-Version"
+
+
+def cached(kind: str, context_id: str, sort: str, direction: str, produce, version: str | None = None):
+    """`produce()` for this board view, cached under the board's version (by default its current one):
+    every change the indexer folds into a board moves its version (entries.bump), so a cached board is
+    never staler than the version it is cached under."""
+    version = entries.version(context_id or None) if version is None else version
+    return cached_under(f"board:{version}:{min_evaluations()}:{min_rated()}:{kind}:{context_id}:{sort}:{direction}",
+                        produce, version)
+
+
+def cached_under(key: str, produce, version: str):
+    """`produce()` cached under `key`, which names every version it depends on; nothing is cached while
+    `version` is "" (no board derived yet)."""
     if not version:
         return produce()
-    key = f"board:{version}:{min_evaluations()}:{min_rated()}:{kind}:{context_id}:{sort}:{direction}"
     value = cache.get(key)
     if value is None:
         value = produce()

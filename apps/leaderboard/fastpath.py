@@ -5,24 +5,42 @@ still costs ~16 thread hand-offs, 5-9 ms of CPU per request. This ASGI layer ans
 anonymous GET of a board (the page, its htmx fragments, the JSON and CSV exports) with the very
 response Django produced the first time, status, headers and body, without entering Django.
 
-Keys are the full request target, the part of the board an htmx request asks for (read from the
-request exactly as the view reads it: `views.board.board_part` of django-htmx's `request.htmx`, so a
-header the view does not take as htmx, say `HX-Request: false` or a repeated header Django joins, can
-never make a fragment stand for the page), and the board's version
-(`entries.version`: it moves whenever the indexer changes that board), read from the database at
-most every VERSION_TTL_S per process, so a board is served at most that much staler than its
-table. Only what is the same for every anonymous visitor is kept: a 200 answer to a request
-without a session cookie that sets no cookie. Anything else (a logged-in user, an error, another
-path) goes to Django unchanged.
+A view of a board is the full request target and the part of the board an htmx request asks for
+(read from the request exactly as the view reads it: `views.board.board_part` of django-htmx's
+`request.htmx`, so a header the view does not take as htmx, say `HX-Request: false` or a repeated
+header Django joins, can never make a fragment stand for the page). The store keeps the latest
+answer of each view with the board's version it was rendered at (`entries.version`: it moves
+whenever the indexer changes that board), read from the database at most every VERSION_TTL_S per
+process (one read at a time). Only what is the same for every anonymous visitor is kept: a 200
+answer to a request without a session cookie that sets no cookie. Anything else (a logged-in user,
+an error, another path) goes to Django unchanged.
+
+While the indexer folds, boards' versions move every second or two (every board's, with evaluations
+spread over the contexts), and rendering every view again at each move would stop the site. So once a
+view's board has moved, its kept answer is still served while it is at most LLMCHAIN_BOARD_MAX_STALE_S
+old, counted from the last moment the site knew it was current (stale while revalidate), and a render
+in the background makes the new one: at most once per half that bound per view (a render that kept
+nothing too), and only while a render slot is free (RENDERING at once per process). A view whose kept
+answer is older than the bound is rendered for the request that asks for it, once however many ask:
+the others wait for that render (single flight). An answer is one board rendered at one moment, with
+the version it shows (the view's X-Board-Version header: while a board moves, its views share one
+build of it for half the bound, boards.reuse_within): a stale page shows the board as it was then,
+each row with its own block, never parts of two versions. Each answer says what it was in
+X-Board-Cache: hit (current), stale (from before the board moved, within the bound), updating (the
+same, and this request set off the view's render), miss (rendered for this request), waited (rendered
+for another request this one waited for).
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
+import logging
 import re
 import time
 import zlib
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
@@ -33,15 +51,25 @@ from django_htmx.middleware import HtmxDetails
 from lib.ids import HEX32_PATTERN
 from lib.reputation import GLOBAL_CONTEXT_ID
 
-from . import entries
+from . import boards, entries
 from .boards import BoardError, parse_context_id
 from .views.board import board_part
 
+log = logging.getLogger(__name__)
+
 VERSION_TTL_S = 0.5
+# Renders through this cache at once per process, and of them in the background: more would only share
+# the same core (the GIL) and slow the answers served meanwhile from the event loop. Requests whose view
+# has no answer to serve queue for a slot; a background render starts only when one is free.
+RENDERING = 2
+REVALIDATING = 2
 # The store holds LLMCHAIN_BOARD_FASTPATH_MB per process; least recently used answers go first. Every
 # view of 21 boards of 100 models (7 sorts x 2 directions, page and JSON) is ~74 MB: below that bound an
 # LRU store thrashes under a uniform mix.
 API_BOARD = re.compile(rf"/api/boards/({HEX32_PATTERN})(?:\.csv)?")
+CACHE_HEADER = b"X-Board-Cache"
+VERSION_HEADER = boards.VERSION_HEADER.lower().encode()
+HIT, STALE, UPDATING, MISS, WAITED = b"hit", b"stale", b"updating", b"miss", b"waited"
 
 
 def board_context(path: str, query: bytes) -> str | None:
@@ -61,41 +89,125 @@ def board_context(path: str, query: bytes) -> str | None:
     return None
 
 
+@dataclass(eq=False)
+class Kept:
+    """The latest answer kept for one view: a 200 as Django sent it, its body gzipped."""
+
+    version: str  # the board's version it was rendered at
+    headers: list  # Django's, for the inflated body
+    gzip_headers: list  # for the gzipped body
+    packed: bytes
+    rendered_at: float  # time.monotonic() when the request that rendered it came in
+    current_at: float  # the last moment its version was known to be the board's (it shows the board then)
+    tried_at: float = 0.0  # when the latest render of the view began (this one's, or one that kept nothing)
+    hit_headers: tuple[list, list] = field(init=False, repr=False)  # (inflated, gzipped), labelled hit once
+
+    def __post_init__(self):
+        self.hit_headers = ([*self.headers, (CACHE_HEADER, HIT)], [*self.gzip_headers, (CACHE_HEADER, HIT)])
+
+
 class BoardResponseCache:
     def __init__(self, app, *, enabled: bool | None = None):
         self.app = app
         self.enabled = settings.LLMCHAIN_BOARD_FASTPATH if enabled is None else enabled
         self.max_bytes = int(settings.LLMCHAIN_BOARD_FASTPATH_MB * 2**20)
-        self.store: OrderedDict[tuple, tuple[int, list, bytes]] = OrderedDict()  # gzipped answers
+        self.max_stale = float(settings.LLMCHAIN_BOARD_MAX_STALE_S)
+        self.reuse_within = boards.reuse_within()
+        self.store: OrderedDict[tuple, Kept] = OrderedDict()  # view -> its latest answer, gzipped
         self.size = 0
         # The most recently sent of them inflated too, for clients that do not take gzip (inflating a
-        # board costs ~1 ms): the same byte budget again.
-        self.plain: OrderedDict[tuple, bytes] = OrderedDict()
+        # board costs ~1 ms): in what the gzipped answers leave of twice the budget. Every view of the
+        # bench's 21 boards is ~35 MB gzipped and ~190 MB inflated: with a budget of its own (128 MB) the
+        # inflated store held two thirds of them and a uniform load inflated ~40% of its answers again.
+        self.plain: OrderedDict[tuple, tuple[Kept, bytes]] = OrderedDict()
         self.plain_size = 0
         self._versions: dict[str, int] = {}
-        self._versions_at = 0.0
-        self.hits = self.misses = 0
+        self._versions_at = 0.0  # when the read that gave them began
+        self._reading: asyncio.Future | None = None
+        self._flights: dict[tuple, asyncio.Future] = {}  # view -> its render under way, done when it ends
+        self._updating = 0  # background renders under way
+        self._slots = asyncio.Semaphore(RENDERING)
+        self._tasks: set[asyncio.Task] = set()
+        self.hits = self.stale = self.waited = self.misses = self.revalidations = 0
 
-    def inflated(self, key: tuple, packed: bytes) -> bytes:
-        body = self.plain.get(key)
-        if body is not None:
-            self.plain.move_to_end(key)
-            return body
-        body = zlib.decompress(packed, wbits=GZIP_WBITS)
-        if len(body) <= self.max_bytes:
-            self.plain[key] = body
-            self.plain_size += len(body)
-            while self.plain_size > self.max_bytes:
-                self.plain_size -= len(self.plain.popitem(last=False)[1])
+    @property
+    def renders(self) -> int:
+        """Board answers Django rendered through this cache: for a request, or in the background."""
+        return self.misses + self.revalidations
+
+    # -- the kept answers ----------------------------------------------------------------------------
+    def inflated(self, view: tuple, kept: Kept) -> bytes:
+        found = self.plain.get(view)
+        if found is not None and found[0] is kept:
+            self.plain.move_to_end(view)
+            return found[1]
+        body = zlib.decompress(kept.packed, wbits=GZIP_WBITS)
+        self._keep_plain(view, kept, body)
         return body
 
+    def plain_budget(self) -> int:
+        """Bytes the inflated copies may hold: both stores together stay within twice the budget."""
+        return 2 * self.max_bytes - self.size
+
+    def _keep_plain(self, view: tuple, kept: Kept, body: bytes) -> None:
+        self._drop_plain(view)
+        if len(body) <= self.plain_budget():
+            self.plain[view] = (kept, body)
+            self.plain_size += len(body)
+            self._trim_plain()
+
+    def _drop_plain(self, view: tuple) -> None:
+        found = self.plain.pop(view, None)
+        if found is not None:
+            self.plain_size -= len(found[1])
+
+    def _trim_plain(self) -> None:
+        while self.plain_size > self.plain_budget():
+            self.plain_size -= len(self.plain.popitem(last=False)[1][1])
+
+    def _keep(self, view: tuple, version: str, started: float, current_at: float, headers: list,
+              body: bytes) -> None:
+        old = self.store.get(view)
+        if old is not None and old.rendered_at > started:
+            return  # a render that began later finished first: it stays
+        packed = gzip_body(body)
+        if old is not None:
+            del self.store[view]
+            self.size -= len(old.packed)
+            self._drop_plain(view)
+        if len(packed) <= self.max_bytes:
+            # Kept gzipped: a board's page shrinks about 6x and its JSON 3x, so every view of every board
+            # (12 sorts x 2 directions x page and API of 21 boards, ~190 MB as sent) fits in the store;
+            # a client that takes gzip gets it as kept, another one the inflated copy (`inflated`).
+            kept = Kept(version, headers, gzip_headers(headers, len(packed)), packed, started, current_at, started)
+            self.store[view] = kept
+            self.size += len(packed)
+            while self.size > self.max_bytes:
+                gone, evicted = self.store.popitem(last=False)
+                self.size -= len(evicted.packed)
+                self._drop_plain(gone)
+            self._keep_plain(view, kept, body)
+        self._trim_plain()
+
+    # -- the boards' versions ----------------------------------------------------------------------
     async def versions(self) -> dict[str, int]:
-        now = time.monotonic()
-        if now - self._versions_at > VERSION_TTL_S:
-            self._versions = await sync_to_async(_read_versions, thread_sensitive=False)()
-            self._versions_at = now
+        """Every board's version, read at most every VERSION_TTL_S: one read at a time, which the requests
+        that need it meanwhile share."""
+        if time.monotonic() - self._versions_at > VERSION_TTL_S:
+            if self._reading is None:
+                self._reading = asyncio.ensure_future(self._read())
+            await asyncio.shield(self._reading)
         return self._versions
 
+    async def _read(self) -> None:
+        began = time.monotonic()
+        try:
+            self._versions = await sync_to_async(_read_versions, thread_sensitive=False)()
+            self._versions_at = began
+        finally:
+            self._reading = None
+
+    # -- requests ------------------------------------------------------------------------------------
     async def __call__(self, scope, receive, send):
         if not self.enabled or scope["type"] != "http" or scope["method"] != "GET":
             return await self.app(scope, receive, send)
@@ -108,49 +220,132 @@ class BoardResponseCache:
         version = entries.version_key(await self.versions(), context or GLOBAL_CONTEXT_ID)
         if not version:
             return await self.app(scope, receive, send)
-        key = (scope["path"], scope.get("query_string", b""), board_part(HtmxDetails(request)), version)
-        hit = self.store.get(key)
-        if hit is not None:
-            self.hits += 1
-            self.store.move_to_end(key)
-            status, response_headers, packed = hit
-            if accepts_gzip(request):
-                response_headers, body = gzip_headers(response_headers, len(packed)), packed
-            else:
-                body = self.inflated(key, packed)
-            await send({"type": "http.response.start", "status": status, "headers": response_headers})
-            await send({"type": "http.response.body", "body": body})
-            return
-        self.misses += 1
+        known_at = self._versions_at  # when `version` was the board's
+        view = (scope["path"], scope.get("query_string", b""), board_part(HtmxDetails(request)))
+        gzipped = accepts_gzip(request)
+        waited = False
+        while True:
+            kept = self.store.get(view)
+            if kept is not None and kept.version == version:
+                kept.current_at = max(kept.current_at, known_at)
+                if waited:
+                    self.waited += 1
+                else:
+                    self.hits += 1
+                return await self._send(view, kept, gzipped, send, WAITED if waited else HIT)
+            now = time.monotonic()
+            if kept is not None and self.max_stale > 0 and now - kept.current_at <= self.max_stale:
+                label = STALE
+                if (view not in self._flights and self._updating < REVALIDATING and not self._slots.locked()
+                        and now - kept.tried_at >= self.reuse_within):
+                    self._revalidate(view, scope, version)
+                    label = UPDATING
+                self.stale += 1
+                return await self._send(view, kept, gzipped, send, label)
+            flight = self._flights.get(view)
+            if flight is None or waited:
+                break
+            # No answer may be served yet: wait for the render under way (its client may leave, the
+            # render goes on), then look again; once only, a render that kept nothing is not waited for.
+            await asyncio.shield(flight)
+            waited = True
+        await self._render(view, scope, receive, send, version, single=not waited)
+
+    async def _send(self, view: tuple, kept: Kept, gzipped: bool, send, label: bytes) -> None:
+        self.store.move_to_end(view)
+        if gzipped:
+            body = kept.packed
+            headers = kept.hit_headers[1] if label is HIT else [*kept.gzip_headers, (CACHE_HEADER, label)]
+        else:
+            body = self.inflated(view, kept)
+            headers = kept.hit_headers[0] if label is HIT else [*kept.headers, (CACHE_HEADER, label)]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    def _revalidate(self, view: tuple, scope: dict, version: str) -> None:
+        """Render the view again in the background, as an anonymous request like this one."""
+        flight = asyncio.get_running_loop().create_future()
+        self._flights[view] = flight
+        self._updating += 1
+        self.revalidations += 1
+
+        async def run():
+            try:
+                await self._render(view, dict(scope), _empty_request(), None, version, flight=flight)
+            except Exception:  # a failed render keeps the answer there was: the next request tries again
+                log.exception("rendering %s again failed", scope["path"])
+            finally:
+                self._updating -= 1
+
+        task = asyncio.ensure_future(run())
+        self._tasks.add(task)  # held until done (the loop keeps only weak references)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _render(self, view: tuple, scope, receive, send, version: str, *, single: bool = True,
+                      flight: asyncio.Future | None = None) -> None:
+        """Django's answer to this request, kept when it is the same for every anonymous visitor and
+        passed on to `send` (None: no client, a background render). `single`: others asking for the
+        view meanwhile wait for this render."""
+        started = time.monotonic()
+        if flight is None:
+            self.misses += 1
+            if single:
+                flight = self._flights[view] = asyncio.get_running_loop().create_future()
         captured: dict = {"body": []}
 
         async def capture(message):
             if message["type"] == "http.response.start":
                 captured["status"] = message["status"]
                 captured["headers"] = list(message.get("headers") or [])
+                message = {**message, "headers": [*captured["headers"], (CACHE_HEADER, MISS)]}
             elif message["type"] == "http.response.body":
                 captured["body"].append(message.get("body", b""))
                 if not message.get("more_body"):
                     captured["done"] = True
-            await send(message)
+            if send is not None:
+                await send(message)
 
-        await self.app(scope, receive, capture)
-        if (captured.get("done") and captured.get("status") == 200
-                and not any(name.lower() == b"set-cookie" for name, _ in captured["headers"])):
-            # Kept gzipped: a board's page shrinks about 6x and its JSON 3x, so every view of every board
-            # (12 sorts x 2 directions x page and API of 21 boards, ~190 MB as sent) fits in the store;
-            # a client that takes gzip gets it as kept, another one the inflated copy (`inflated`).
-            body = b"".join(captured["body"])
-            packed = gzip_body(body)
-            if len(packed) <= self.max_bytes:
-                self.store[key] = (200, captured["headers"], packed)
-                self.size += len(packed)
-                self.plain[key] = body
-                self.plain_size += len(body)
-            while self.size > self.max_bytes:
-                self.size -= len(self.store.popitem(last=False)[1][2])
-            while self.plain_size > self.max_bytes:
-                self.plain_size -= len(self.plain.popitem(last=False)[1])
+        kept = self.store.get(view)
+        if kept is not None:
+            kept.tried_at = started  # a render that keeps nothing is not tried again at once
+        try:
+            async with self._slots:
+                await self.app(scope, receive, capture)
+            headers = captured.get("headers", [])
+            if (captured.get("done") and captured.get("status") == 200
+                    and not any(name.lower() == b"set-cookie" for name, _ in headers)):
+                # The version the answer shows, as the view says (it may show the board a little older
+                # than `version`: boards.reuse_within); it was current then, at most that long ago.
+                shows = next((value.decode("latin-1") for name, value in headers if name.lower() == VERSION_HEADER),
+                             version)
+                current_at = started if shows == version else started - self.reuse_within
+                self._keep(view, shows, started, current_at, headers, b"".join(captured["body"]))
+        finally:
+            if flight is not None:
+                if self._flights.get(view) is flight:
+                    del self._flights[view]
+                if not flight.done():
+                    flight.set_result(None)
+
+    def stats(self) -> dict:
+        return {"hits": self.hits, "stale": self.stale, "waited": self.waited, "misses": self.misses,
+                "revalidations": self.revalidations, "renders": self.renders, "kept": len(self.store),
+                "bytes": self.size}
+
+
+def _empty_request():
+    """`receive` of a request without a body whose client never leaves (Django listens for the client
+    leaving while it answers, and stops listening once it has)."""
+    sent = False
+
+    async def receive():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await asyncio.Event().wait()
+
+    return receive
 
 
 GZIP_WBITS = 31  # zlib's gzip container

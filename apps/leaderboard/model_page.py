@@ -60,8 +60,8 @@ class Evaluation:
     @property
     def txs(self) -> list[tuple[str, str]]:
         """(what, hash) of the interaction's transactions on-chain, in the order they happen."""
-        pairs = (("autoEval", self.row.auto_tx), ("humEval", self.row.human_tx),
-                 ("updateReputation", self.row.reputation_tx))
+        pairs = (("automatic score", self.row.auto_tx), ("rating", self.row.human_tx),
+                 ("reputation update", self.row.reputation_tx))
         return [(what, tx) for what, tx in pairs if tx]
 
 

@@ -35,6 +35,31 @@ class BoardEntry(models.Model):
         return f"{self.name} in {self.context_id[:10]}"
 
 
+class EntryState(models.Model):
+    """What carries a BoardEntry forward when its pair changes, without reading the pair's whole
+    history again (`entries.refresh`, `lib.boardstats.extend`): how many changes it summarizes and the
+    last of them, the R it started from and the human-rated steps its band is recomputed from. One
+    per BoardEntry, kept apart so that reading a board never loads the steps."""
+
+    model_id = models.CharField(max_length=66)
+    context_id = models.CharField(max_length=66)
+    changes = models.BigIntegerField()  # ReputationChange rows summarized
+    last_block = models.BigIntegerField()  # the last one's block, log index and interaction
+    last_log_index = models.IntegerField()
+    last_interaction = models.CharField(max_length=66)
+    last_timestamp = models.BigIntegerField(null=True)
+    start_r = models.BigIntegerField()  # R of the first change
+    steps = models.JSONField(default=list)  # [s, w, thirds, s, w, thirds, ...]: the band's steps, in chain order
+    broken = models.BooleanField(default=False)  # a change no rate explains: no band
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["context_id", "model_id"], name="one_state_per_entry")]
+        indexes = [models.Index(fields=["model_id"], name="entrystate_model")]
+
+    def __str__(self) -> str:
+        return f"state of {self.model_id[:10]} in {self.context_id[:10]}: {self.changes} changes"
+
+
 class BoardState(models.Model):
     """Versions of the boards, for their caches: scope "*" moves when every board may have changed (a
     new context, a reset), a context id's row when that board's entries changed. A rendered board is

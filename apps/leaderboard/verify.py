@@ -12,6 +12,18 @@ style-controlled ones also need each voted answer's text, read from its evidence
 (the AutoEvaluated event's evidenceCid, checked against the CID). `style=False` skips those reads,
 and the style columns are then not compared (the report says so).
 
+How far the automatic score agrees with people here (the board's validity figures) and the weighted
+score are rebuilt from the same votes: each voted answer's Sa from its AutoEvaluated event (with a
+reference) and its length from its evidence record, counted and bootstrapped by `lib.weighted` as the
+site does; the weighted score from the rebuilt rows with the weight those figures give. They need the
+answers' lengths, so `style=False` leaves them unchecked too. A differing figure is named in plain words
+("the agreement figure of the automatic score in coding differs: served 71%, rebuilt 64%").
+
+How alike people's ratings and the automatic score rank the answers here is rebuilt the same way: each
+rated answer's Sa from its AutoEvaluated event (with a reference), its Sh from its last HumanEvaluated
+event and its length from its evidence record, through the site's `lib.weighted.rating_validity`
+(again not with `style=False`).
+
 The served side is this site's board table (`boards.build_board`) or another site's JSON API
 (`GET <site>/api/boards/<context_id>`), so anyone can check a site they do not run.
 """
@@ -29,7 +41,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from apps.chain.client import ChainClient, Reverted, RpcError, from_hex, to_hex
-from apps.chain.evidence import EvidenceStore, LocalBlobStore, kubo_client
+from apps.chain.evidence import EvidenceStore, LocalBlobStore, evidence_answer, kubo_client
 from apps.chain.indexer import fetch_all
 from apps.chain.ipfs import KuboClient
 from apps.chain.ledger import Deployment, Ledger
@@ -38,9 +50,9 @@ from lib import outbound
 from lib.boardstats import Change, Evaluation, summarize
 from lib.ids import b32, hex32
 from lib.reputation import GLOBAL_CONTEXT_ID, WAD
+from lib.weighted import VoteCounts, rating_validity, vote_outcome, vote_validity
 
-from . import arena, boards
-from .arena_entries import evidence_answer
+from . import arena, boards, weighting
 from .boards import BoardRow, arena_fields
 from .entries import metadata_name, short_id
 
@@ -54,10 +66,16 @@ ARENA_COLUMNS = (("arena_rank", "Arena rank"), ("arena_elo", "Arena Elo"), ("are
                  ("arena_ci_high", "Arena high"), ("battles", "Battles"), ("arena_win_rate", "Win rate"))
 STYLE_COLUMNS = (("style_rank", "Style rank"), ("style_elo", "Style Elo"), ("style_ci_low", "Style low"),
                  ("style_ci_high", "Style high"))
-COLUMNS = REPUTATION_COLUMNS + ARENA_COLUMNS + STYLE_COLUMNS
+# The weighted score: a mean of values rounded to 1e-6 (lib.weighted), of inputs compared at 1e-6.
+WEIGHTED_COLUMNS = (("weighted", "Weighted"), ("weighted_low", "Weighted low"), ("weighted_high", "Weighted high"),
+                    ("weighted_rank", "Weighted rank"))
+WEIGHTED_TOLERANCE = 2e-6
+COLUMNS = REPUTATION_COLUMNS + ARENA_COLUMNS + STYLE_COLUMNS + WEIGHTED_COLUMNS
 FLOAT_COLUMNS = {"band_lo": BAND_TOLERANCE, "band_hi": BAND_TOLERANCE,
                  **{key: ARENA_TOLERANCE for key, _ in ARENA_COLUMNS + STYLE_COLUMNS
-                    if key not in ("arena_rank", "battles", "style_rank")}}
+                    if key not in ("arena_rank", "battles", "style_rank")},
+                 **{key: WEIGHTED_TOLERANCE for key, _ in WEIGHTED_COLUMNS if key != "weighted_rank"}}
+FIGURE_TOLERANCE = 1e-9  # the same counts give the same figures: rounded shares and weights compare as equal
 ANSWER_TIMEOUT_S = 5
 ABSENT = "absent"  # a cell of a model that one side does not list
 
@@ -115,6 +133,9 @@ class ChainBoards:
     answers_unreadable: int = 0
     style_checked: bool = True
     weights: WeightCheck = field(default_factory=WeightCheck)  # every wA against its evidence (IPFS)
+    scores: dict[str, int] = field(default_factory=dict)  # voted answer -> its Sa, where it had a reference
+    # Rated answer with a reference -> (its context, Sa, Sh); their lengths are in `answers` where read.
+    rated: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     _arenas: dict = field(default_factory=dict, compare=False, repr=False)  # (context, rounds) -> ArenaResult
 
     @property
@@ -136,6 +157,51 @@ class ChainBoards:
             self._arenas[key] = arena.compute(context_id, vote_columns(self.votes.get(context_id, []), self.answers),
                                               bootstrap=bootstrap, style_bootstrap=style_bootstrap)
         return self._arenas[key]
+
+    def vote_counts(self, context_id: str) -> VoteCounts:
+        """The board's counted votes that preferred one answer, by whether Sa and the length rule picked
+        the voted one (`apps.annotate.site_validity.vote_counts` on the site's tables): a vote with an
+        answer lacking Sa (no reference) or a readable text counts as without scores."""
+        outcomes, decided, unscored = [], 0, 0
+        for v in self.votes.get(context_id, []):
+            if v.outcome not in (1, 2):
+                continue
+            decided += 1
+            sa, sb = self.scores.get(v.interaction_a), self.scores.get(v.interaction_b)
+            a, b = self.answers.get(v.interaction_a), self.answers.get(v.interaction_b)
+            if None in (sa, sb, a, b):
+                unscored += 1
+            else:
+                outcomes.append(vote_outcome(v.outcome, sa, sb, a[0], b[0]))
+        return VoteCounts.of(outcomes, decided, unscored)
+
+    def validity(self, context_id: str) -> dict | None:
+        """The board's validity figures (lib.weighted.vote_validity) from the votes; None when the voted
+        answers were not read (`style=False`): they need their lengths."""
+        if not self.style_checked:
+            return None
+        key = ("validity", context_id)
+        if key not in self._arenas:
+            self._arenas[key] = vote_validity(self.vote_counts(context_id))
+        return self._arenas[key]
+
+    def ratings(self, context_id: str) -> dict | None:
+        """The board's figures of people's ratings against the automatic score (lib.weighted.rating_validity)
+        over the rated answers whose text was read (every context's on the global board); None when the
+        answers were not read (`style=False`): the figures stand beside the answers' lengths."""
+        if not self.style_checked:
+            return None
+        key = ("ratings", context_id)
+        if key not in self._arenas:
+            self._arenas[key] = rating_validity(
+                (iid, sa, sh, self.answers[iid][0]) for iid, (context, sa, sh) in self.rated.items()
+                if iid in self.answers and context_id in (GLOBAL_CONTEXT_ID, context))
+        return self._arenas[key]
+
+    def rated_unread(self, context_id: str) -> int:
+        """Rated answers of the board whose evidence record could not be read (left out of its figures)."""
+        return sum(1 for iid, (context, _, _) in self.rated.items()
+                   if iid not in self.answers and context_id in (GLOBAL_CONTEXT_ID, context))
 
     def issues_of(self, context_id: str) -> list[StateIssue]:
         return [i for i in self.issues if i.context_id == context_id]
@@ -202,6 +268,31 @@ class ArenaVote:
     interaction_a: str
     interaction_b: str
     vote_block: int
+
+
+def scores_from_events(events: list[dict], interaction_ids: set[str]) -> dict[str, int]:
+    """Sa of these interactions, from their AutoEvaluated events, where it was scored against references."""
+    out = {}
+    for e in events:
+        if e["event"] == "AutoEvaluated" and e["args"]["hasReference"]:
+            iid = hex32(e["args"]["interactionId"])
+            if iid in interaction_ids:
+                out[iid] = int(e["args"]["sA"])
+    return out
+
+
+def rated_from_events(events: list[dict]) -> dict[str, tuple[str, int, int]]:
+    """(context, Sa, Sh) of every interaction scored against references and rated by people: its
+    AutoEvaluated event with a reference and its last HumanEvaluated event."""
+    autos: dict[str, tuple[str, int]] = {}
+    humans: dict[str, int] = {}
+    for e in events:
+        a, name = e["args"], e["event"]
+        if name == "AutoEvaluated" and a["hasReference"]:
+            autos[hex32(a["interactionId"])] = (hex32(a["contextId"]), int(a["sA"]))
+        elif name == "HumanEvaluated":
+            humans[hex32(a["interactionId"])] = int(a["sH"])
+    return {iid: (*autos[iid], sh) for iid, sh in humans.items() if iid in autos}
 
 
 def votes_from_events(events: list[dict]) -> tuple[dict[str, list[ArenaVote]], dict[str, str]]:
@@ -301,7 +392,8 @@ def rebuild_from_chain(ledger: Ledger, store=None, *, to_block: int | None = Non
     contexts, rows, last = boards_from_events(events, reader)
     votes, cids = votes_from_events(events)
     voted = {iid for v in votes.get(GLOBAL_CONTEXT_ID, []) for iid in (v.interaction_a, v.interaction_b)}
-    answers = read_answers(voted, cids, reader) if style else {}
+    rated = rated_from_events(events)
+    answers = read_answers(voted | set(rated), cids, reader) if style else {}
     weights = check_weights(events, reader)
     issues = check_state(ledger, last, contexts, head) + weight_issues(weights)
     try:  # the weights in the events were computed with it; a contract from before it has none
@@ -311,7 +403,9 @@ def rebuild_from_chain(ledger: Ledger, store=None, *, to_block: int | None = Non
     return ChainBoards(chain_id=ledger.deployment.chainId, reputation=ledger.deployment.reputation, from_block=start,
                        head=head, events=len(events), contexts=contexts, rows=rows, issues=issues, last=last,
                        lambda_wad=lambda_wad, votes=votes, answers=answers, weights=weights,
-                       answers_unreadable=len(voted) - len(answers) if style else 0, style_checked=style)
+                       scores=scores_from_events(events, voted), rated=rated,
+                       answers_unreadable=sum(1 for iid in voted if iid not in answers) if style else 0,
+                       style_checked=style)
 
 
 # The verify page rebuilds once per block: visitors of the same block share the rebuild, and a block
@@ -392,6 +486,8 @@ class ServedBoard:
     rows: list[BoardRow]  # ranked ones with their served rank, then provisional ones (rank None)
     arena_rounds: tuple[int, int] | None = None  # the bootstrap rounds the served arena states (None: none yet)
     arena_stale: bool = False  # the site says newer votes were being counted
+    validity: dict | None = None  # the automatic score's validity figures it serves (None: it serves none)
+    ratings: dict | None = None  # its figures of people's ratings against the automatic score (None: none)
 
 
 class SiteBoards:
@@ -404,12 +500,15 @@ class SiteBoards:
 
     def board(self, context_id: str) -> ServedBoard:
         try:
-            board = boards.build_board(context_id)
+            # The table as it is now, not the standing this process keeps for the board's version: a row
+            # changed behind the indexer's back is what this check is for.
+            board = boards.build_board(context_id, kept=False)
         except boards.UnknownContext:
             return ServedBoard(context_id, None, boards.min_evaluations(), [])
         a = board.arena
         return ServedBoard(context_id, board.context_name, board.min_evaluations, board.rows,
-                           (a.bootstrap, a.style_bootstrap) if a else None, a.stale if a else False)
+                           (a.bootstrap, a.style_bootstrap) if a else None, a.stale if a else False,
+                           board.validity["ra"], board.ratings)
 
 
 class RemoteSite:
@@ -450,14 +549,21 @@ class RemoteSite:
         if response.status_code != 200:
             raise VerifyError(f"the served board at {url} answered HTTP {response.status_code}")
         try:
-            data = response.json()
-            rows = [self._row(r) for r in data["ranked"] + data["provisional"]]
-            a = data.get("arena")
-            return ServedBoard(context_id, data["context"]["name"], int(data["min_evaluations"]), rows,
-                               (int(a["bootstrap"]), int(a["style_bootstrap"])) if a else None,
-                               bool(a["stale"]) if a else False)
-        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            return self.served_board(context_id, response.json())
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
             raise VerifyError(f"the served board at {url} is not a board of this API: {exc!r}") from exc
+
+    @classmethod
+    def served_board(cls, context_id: str, data: dict) -> ServedBoard:
+        """A board as the JSON API serves it (raises ValueError, KeyError, TypeError... when it is not one)."""
+        rows = [cls._row(r) for r in data["ranked"] + data["provisional"]]
+        a = data.get("arena")
+        validity = (data.get("validity") or {}).get("columns", {}).get("ra")
+        ratings = (data.get("validity") or {}).get("ratings")
+        return ServedBoard(context_id, data["context"]["name"], int(data["min_evaluations"]), rows,
+                           (int(a["bootstrap"]), int(a["style_bootstrap"])) if a else None,
+                           bool(a["stale"]) if a else False, dict(validity) if validity is not None else None,
+                           dict(ratings) if ratings is not None else None)
 
     @staticmethod
     def _row(r: dict) -> BoardRow:
@@ -471,10 +577,13 @@ class RemoteSite:
                         band_hi=float(band[1]) if band else None, band_n=int(r.get("r_band_n") or 0),
                         rank=None if r.get("rank") is None else int(r["rank"]),
                         **{key: _optional(r.get(key), int if key in INT_ARENA_FIELDS else float)
-                           for key in boards.ARENA_FIELDS})
+                           for key in (*boards.ARENA_FIELDS, *WEIGHTED_FIELDS)},
+                        weighted_tied=bool(r.get("weighted_tied")))
 
 
-INT_ARENA_FIELDS = ("arena_rank", "battles", "arena_wins", "arena_ties", "arena_losses", "style_rank")
+INT_ARENA_FIELDS = ("arena_rank", "battles", "arena_wins", "arena_ties", "arena_losses", "style_rank",
+                    "weighted_rank")
+WEIGHTED_FIELDS = ("weighted", "weighted_low", "weighted_high", "weighted_rank")
 
 
 def _optional(value, kind):
@@ -533,6 +642,109 @@ class Cell:
         return {"column": self.column, "served": self.served_text, "chain": self.chain_text, "equal": self.equal}
 
 
+FIGURE_WORDS = {key: (label, words, kind) for key, label, words, kind in weighting.FIGURES} | {
+    key: (label, words, kind) for key, _, label, words, kind in weighting.RATING_FIGURES}
+STATUS_WORDS = {weighting.MEASURED: "checked against people's votes",
+                weighting.NOT_ENOUGH: "not enough human signal yet"}
+
+
+def _figure_text(kind: str, value: Any, other: Any = None) -> str:
+    """A validity figure as a person reads it: shares in whole percents (one decimal more when the two
+    sides would otherwise read the same), counts as they are, the weight to four decimals, a correlation
+    to two (four when the two sides would otherwise read the same)."""
+    if isinstance(value, str) and value == ABSENT:
+        return "not served"
+    if value is None:
+        return "none"
+    if kind == "status":
+        return STATUS_WORDS.get(value, str(value))
+    if kind == "share" and isinstance(value, (int, float)):
+        return _told_apart(value, other, lambda v: f"{100 * v:.0f}%", lambda v: f"{100 * v:.2f}%")
+    if kind == "weight" and isinstance(value, (int, float)):
+        return f"{value:.4f}"
+    if kind == "correlation" and isinstance(value, (int, float)):
+        return _told_apart(value, other, lambda v: f"{v:.2f}", lambda v: f"{v:.4f}")
+    return str(value)
+
+
+def _told_apart(value: float, other: Any, text, finer) -> str:
+    """`text(value)`, or `finer(value)` when the other side's figure would read the same though the two differ."""
+    shown = text(value)
+    if isinstance(other, (int, float)) and not isinstance(other, bool) and text(other) == shown \
+            and abs(value - other) > FIGURE_TOLERANCE:
+        return finer(value)
+    return shown
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One of the board's validity figures (the automatic score against people's votes here), served and
+    rebuilt from the chain."""
+
+    key: str
+    served: Any
+    chain: Any
+
+    @property
+    def label(self) -> str:
+        return FIGURE_WORDS[self.key][0]
+
+    @property
+    def kind(self) -> str:
+        return FIGURE_WORDS[self.key][2]
+
+    @property
+    def equal(self) -> bool:
+        a, b = self.served, self.chain
+        if ABSENT in (a, b):
+            return False
+        numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b))
+        return abs(a - b) <= FIGURE_TOLERANCE if numbers else a == b
+
+    @property
+    def served_text(self) -> str:
+        return _figure_text(self.kind, self.served, self.chain)
+
+    @property
+    def chain_text(self) -> str:
+        return _figure_text(self.kind, self.chain, self.served)
+
+    def sentence(self, where: str) -> str:
+        return f"{FIGURE_WORDS[self.key][1]} {where} differs: served {self.served_text}, rebuilt {self.chain_text}"
+
+    def to_dict(self) -> dict:
+        return {"figure": self.key, "served": self.served_text, "chain": self.chain_text, "equal": self.equal}
+
+
+def figures(served: dict | None, chain: dict) -> tuple[Figure, ...]:
+    """The automatic score's validity figures as served against the rebuilt ones (a column entry of
+    `weighting.columns`), one Figure per figure `verify` compares."""
+    return tuple(Figure(key, ABSENT if served is None else served.get(key, ABSENT), chain.get(key))
+                 for key, *_ in weighting.FIGURES)
+
+
+def rating_figures(served: dict | None, chain: dict) -> tuple[Figure, ...]:
+    """The board's figures of people's ratings against the automatic score as served against the
+    rebuilt ones (lib.weighted.rating_validity), one Figure each."""
+    return tuple(Figure(key, ABSENT if served is None else served.get(source, ABSENT), chain.get(source))
+                 for key, source, *_ in weighting.RATING_FIGURES)
+
+
+# Each cell in plain words, for the sentence that names it when it differs.
+CELL_WORDS = {"rank": "the rank", "name": "the name", "r": "R", "ra": "Ra", "rh": "Rh",
+              "n_auto": "the number of automatic scores", "n_human": "the number of ratings",
+              "block_number": "the block of the last change", "changed_at": "the time of the last change",
+              "band_lo": "the low end of the R band", "band_hi": "the high end of the R band",
+              "arena_rank": "the arena rank", "arena_elo": "the arena Elo",
+              "arena_ci_low": "the low end of the arena Elo's interval",
+              "arena_ci_high": "the high end of the arena Elo's interval", "battles": "the number of battles",
+              "arena_win_rate": "the arena win rate", "style_rank": "the style-controlled rank",
+              "style_elo": "the style-controlled Elo", "style_ci_low": "the low end of the style-controlled interval",
+              "style_ci_high": "the high end of the style-controlled interval",
+              "weighted": "the weighted score", "weighted_low": "the low end of the weighted score",
+              "weighted_high": "the high end of the weighted score", "weighted_rank": "the weighted rank"}
+
+
 @dataclass(frozen=True)
 class RowReport:
     model_id: str
@@ -550,6 +762,15 @@ class RowReport:
     @property
     def short_id(self) -> str:
         return short_id(self.model_id)
+
+    @property
+    def name(self) -> str:
+        """The model's name as the chain gives it (or as served, for a model only served)."""
+        for c in self.cells:
+            if c.column == "name":
+                return c.chain if c.chain not in (None, ABSENT) else c.served if c.served not in (None, ABSENT) \
+                    else self.short_id
+        return self.short_id
 
     def to_dict(self) -> dict:
         return {"model_id": self.model_id, "side": self.side, "ok": self.ok,
@@ -586,6 +807,7 @@ class BoardReport:
     rows: tuple[RowReport, ...]
     issues: tuple[StateIssue, ...]  # the contract's state against its events, in this context
     notes: tuple[str, ...] = ()  # what the reader should know about the arena columns checked
+    figures: tuple[Figure, ...] = ()  # the automatic score's validity figures (none: not checked)
 
     @property
     def name_equal(self) -> bool:
@@ -593,11 +815,28 @@ class BoardReport:
 
     @property
     def cells_checked(self) -> int:
-        return 1 + sum(len(r.cells) for r in self.rows)  # 1: the context's name
+        return 1 + sum(len(r.cells) for r in self.rows) + len(self.figures)  # 1: the context's name
 
     @property
     def cells_differing(self) -> int:
-        return (not self.name_equal) + sum(r.differing for r in self.rows)
+        return (not self.name_equal) + sum(r.differing for r in self.rows) + sum(not f.equal for f in self.figures)
+
+    @property
+    def where(self) -> str:
+        return "on the global board" if self.context_id == GLOBAL_CONTEXT_ID else f"in {self.title}"
+
+    @property
+    def named(self) -> list[str]:
+        """The differing validity figures and cells (of models both sides list), each in one plain sentence."""
+        out = [f.sentence(self.where) for f in self.figures if not f.equal]
+        for row in self.rows:
+            for c in row.cells:
+                if not c.equal and row.side == "both":
+                    served, chain = ((_weighted_text(c.column, c.served), _weighted_text(c.column, c.chain))
+                                     if c.column in WEIGHTED_FIELDS else (c.served_text, c.chain_text))
+                    out.append(f"{CELL_WORDS.get(c.column, c.column)} of {row.name} {self.where} differs: "
+                               f"served {served}, rebuilt {chain}")
+        return out
 
     @property
     def models(self) -> int:
@@ -632,7 +871,13 @@ class BoardReport:
                 "cells_checked": self.cells_checked, "cells_differing": self.cells_differing,
                 "min_evaluations": self.min_evaluations, "rows": [r.to_dict() for r in self.rows],
                 "state_issues": [{"model_id": i.model_id, "text": i.text} for i in self.issues],
-                "notes": list(self.notes)}
+                "notes": list(self.notes), "figures": [f.to_dict() for f in self.figures], "named": self.named}
+
+
+def _weighted_text(column: str, value: Any) -> str:
+    if value is None:
+        return "none (no signal from people)" if column == "weighted" else "none"
+    return str(value) if column == "weighted_rank" else f"{value:.4f}"
 
 
 def check_board(context_id: str, served: ServedBoard, chain: ChainBoards) -> BoardReport:
@@ -642,23 +887,47 @@ def check_board(context_id: str, served: ServedBoard, chain: ChainBoards) -> Boa
                                                          settings.LLMCHAIN_ARENA_STYLE_BOOTSTRAP)
     result = chain.arena(context_id, bootstrap, style_bootstrap)
     chain_rows = [replace(row, **arena_fields(result.line(row.model_id))) for row in chain.rows.get(context_id, [])]
+    votes = chain.validity(context_id)
+    if votes is not None:  # the weighted score with the weight the rebuilt figures give
+        chain_rows = weighting.weigh_rows(chain_rows, votes["weight"])
     rows = compare(served.rows, chain_rows, served.min_evaluations, chain.columns)
     notes = []
     if result.votes:
         notes.append(f"Arena: {result.votes} counted vote{'' if result.votes == 1 else 's'} rebuilt from the "
-                     f"BattleOpened and Voted events, intervals from {bootstrap} bootstrap rounds "
+                     f"chain's records of each battle and its vote, intervals from {bootstrap} bootstrap rounds "
                      f"({style_bootstrap} with style control), seed {result.seed}.")
     if not chain.style_checked:
         notes.append("The style-controlled columns were not checked (they need every voted answer's text from IPFS).")
+        notes.append("How far the automatic score agrees with people here and the weighted score were not checked "
+                     "(they need every voted answer's length from IPFS).")
     elif result.votes and result.style_votes < result.votes:
         notes.append(f"{result.votes - result.style_votes} of the {result.votes} votes have an answer whose evidence "
                      f"record could not be read from IPFS here: the chain side's style fit leaves them out.")
+    if votes is not None:
+        notes.append(f"How far the automatic score agrees with people here: rebuilt from the {votes['votes']} counted "
+                     f"vote{'' if votes['votes'] == 1 else 's'} that preferred one answer, {votes['pairs_non_tie']} "
+                     f"with both answers scored (each answer's automatic score from the chain's record of its "
+                     f"evaluation, its length from its record on IPFS); the weighted score from the rebuilt rows "
+                     f"with the weight those figures give.")
+    ratings = chain.ratings(context_id)
+    if not chain.style_checked:
+        notes.append("How alike people's ratings and the automatic score rank answers here was not checked (it "
+                     "needs every rated answer's length from IPFS).")
+    elif ratings is not None:
+        unread = chain.rated_unread(context_id)
+        notes.append(f"How alike people's ratings and the automatic score rank answers here: rebuilt from the "
+                     f"{ratings['n']} rated answer{'' if ratings['n'] == 1 else 's'} with an automatic score (each "
+                     f"answer's automatic score and rating from the chain's records of its evaluations, its length "
+                     f"from its record on IPFS)" + (f"; {unread} rated answer{' is' if unread == 1 else 's are'} left "
+                                                    f"out, their records unreadable here" if unread else "") + ".")
     if served.arena_stale:
         notes.append("The served board said newer votes were being counted: its arena columns may lag the chain "
                      "for a moment.")
     return BoardReport(context_id=context_id, served_name=served.context_name,
                        chain_name=chain.contexts.get(context_id), min_evaluations=served.min_evaluations,
-                       rows=tuple(rows), issues=tuple(chain.issues_of(context_id)), notes=tuple(notes))
+                       rows=tuple(rows), issues=tuple(chain.issues_of(context_id)), notes=tuple(notes),
+                       figures=(figures(served.validity, weighting.columns(votes)["ra"]) if votes is not None else ())
+                       + (rating_figures(served.ratings, ratings) if ratings is not None else ()))
 
 
 def verify_boards(chain: ChainBoards, source, context_ids: list[str] | None = None) -> list[BoardReport]:

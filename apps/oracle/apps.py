@@ -18,7 +18,9 @@ class OracleConfig(AppConfig):
         # lazy paths: nothing is imported until an evaluator is asked for
         register_evaluator("geval", "apps.oracle.geval:GEval", takes_argument=True)
         register_metric("geval", "apps.oracle.geval:GEvalMetric")
-        # a debate between the running judge models (apps/oracle/debates.py), for metaeval pairs
-        register_evaluator("debate", "apps.oracle.debates:DebateEvaluator")
+        # a debate between the running judge models (apps/oracle/debates.py), or of one judge alone
+        # (debate:<judge>), and one judge's pairwise verdicts (pairwise:<judge>): apps/oracle/role_evaluators.py
+        register_evaluator("debate", "apps.oracle.role_evaluators:debate_evaluator", argument_optional=True)
+        register_evaluator("pairwise", "apps.oracle.role_evaluators:PairwiseJudge", takes_argument=True)
         # peer judging, by the other answers to the same question (lib/selfeval.py)
         register_evaluator("selfeval", "lib.selfeval:PeerJudge")

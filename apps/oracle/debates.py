@@ -8,11 +8,13 @@ Where pairs come from:
 - `sample(n)`: up to n pairs of either kind that have not been debated under the criterion,
   drawn with a seeded RNG. The command `manage.py debate` asks for them on demand.
 
-Holding a debate (`hold`): the judges are registered models flagged `is_judge`, reached through
-the gateway. lib/debate.run_debate drives the rounds with a RNG seeded by the job, so a restart
-replays the same prompts; each reply is saved on the job as it arrives and is never asked for
-twice. A finished debate becomes an annotate.Debate with its transcript, and a QueueItem when
-the judges still disagree, in one transaction keyed by the job's key: never recorded twice.
+Holding a debate (`hold`): the judges are registered models flagged `is_judge` and qualified in the
+debate role (apps/annotate/judge_status.py: one not qualified yet is left out, a debate asked for with
+it waits, and one refused fails the debate, with the reason), reached through the gateway.
+lib/debate.run_debate drives the rounds with a RNG seeded by the job, so a restart replays the same
+prompts; each reply is saved on the job as it arrives and is never asked for twice. A finished debate
+becomes an annotate.Debate with its transcript, and a QueueItem when the judges still disagree, in one
+transaction keyed by the job's key: never recorded twice.
 Judges sample at LLMCHAIN_DEBATE_TEMPERATURE with a per-judge, per-round seed, so two
 registrations of one model are two independent judges, and a rerun of a job asks the same.
 """
@@ -33,6 +35,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from apps.annotate import judge_status
 from apps.annotate.models import Debate, DebateTurn, QueueItem
 from apps.annotate.outcomes import outcome_settled
 from apps.chat.conversations import answered_first_turns, history
@@ -43,6 +46,7 @@ from apps.chain import work
 from apps.chat.providers import endpoint_of, prompt_key
 from lib import debate as protocol
 from lib import metaeval
+from lib.errors import ServiceError
 from lib.evaluators import Evaluator, EvaluatorError
 
 from .models import DebateJob
@@ -68,10 +72,13 @@ def criterion_of(name: str | None) -> tuple[str, str]:
     return name, protocol.CRITERIA[name]
 
 
-def judge_models(names: list[str] | None = None) -> list[RegisteredModel]:
+def judge_models(names: list[str] | None = None, *, qualified_only: bool = True) -> list[RegisteredModel]:
     """The judges, one agent each: the named models (a name given twice sits twice), or every
     running model flagged as a judge; a lone running judge sits twice, as two agents that sample
-    with their own seeds."""
+    with their own seeds. A debate seats only judges qualified in the debate role
+    (apps/annotate/judge_status.py): a named judge that is not is refused with the reason, and the
+    running judges that are not are left out, each logged with why. `qualified_only=False` seats them
+    all: measuring judges against human labels (DebateEvaluator) is how they qualify."""
     if names:
         found = {m.name: m for m in RegisteredModel.objects.filter(name__in=names)}
         missing = [n for n in dict.fromkeys(names) if n not in found]
@@ -84,11 +91,21 @@ def judge_models(names: list[str] | None = None) -> list[RegisteredModel]:
                                      "flagged as a judge")
     else:
         judges = list(running_models().filter(is_judge=True).order_by("name"))
-        if len(judges) == 1:
-            judges *= 2
     replays = list(dict.fromkeys(m.name for m in judges if m.kind != RegisteredModel.Kind.OPENAI))
     if replays:
         raise DebateRequestError(f"{', '.join(replays)} cannot judge: a replay model only repeats recorded answers")
+    refused = judge_status.refused(judges, "debate") if qualified_only else {}
+    if refused and names:
+        raise DebateRequestError(" ".join(s.reason for s in refused.values()))
+    if refused:
+        for s in refused.values():
+            log.warning("debate: %s", s.reason)
+        judges = [m for m in judges if m.pk not in refused]
+        if not judges:
+            raise DebateRequestError("no running judge is qualified to debate. "
+                                     + " ".join(s.reason for s in refused.values()))
+    if not names and len(judges) == 1:
+        judges *= 2
     if len(judges) < 2:
         raise DebateRequestError("a debate needs at least two judges and no running model is flagged as a "
                                  "judge (set is_judge on a registered model, or name the judges)")
@@ -293,6 +310,23 @@ class _Asker:
         return await ask_judge(self.gateway, self.judges[agent], prompt, _sampling_seed(self.job.seed, agent, prompt))
 
 
+def is_builtin(model: RegisteredModel) -> bool:
+    """Whether the model is served by the built-in model server (`manage.py serve_model`)."""
+    return (model.endpoint_url or "").rstrip("/") == settings.LLMCHAIN_BUILTIN_MODEL_URL.rstrip("/")
+
+
+def reply_budget(judge: RegisteredModel) -> int:
+    """The tokens a judge may write in one reply: LLMCHAIN_DEBATE_MAX_TOKENS, and for the built-in model
+    no more than LLMCHAIN_BUILTIN_JUDGE_MAX_TOKENS. A 135M model on a shared CPU writes a token in 0.1 s
+    at rest and in about 1 s when the machine is busy, so 320 tokens could not come within the per-reply
+    limit; and what it writes past a few sentences is repetition. A structured verdict is closed within
+    the budget whatever its length (the server's constrained decoding), so a shorter budget cuts the
+    reasoning, never the verdict."""
+    if is_builtin(judge):
+        return max(1, min(settings.LLMCHAIN_DEBATE_MAX_TOKENS, settings.LLMCHAIN_BUILTIN_JUDGE_MAX_TOKENS))
+    return settings.LLMCHAIN_DEBATE_MAX_TOKENS
+
+
 async def ask_judge(gateway: Gateway, judge: RegisteredModel, prompt: str, seed: int) -> str | protocol.Reply:
     """One judge's reply to one debate prompt, within the per-reply time limit: asked for a
     structured verdict (lib/debate.VERDICT_SCHEMA) with logprobs where its endpoint honours a JSON
@@ -300,8 +334,7 @@ async def ask_judge(gateway: Gateway, judge: RegisteredModel, prompt: str, seed:
     read by lib/debate's parser, so a reply that ignores the schema is read strictly, never guessed."""
     endpoint = endpoint_of(judge)
     messages = [{"role": "user", "content": prompt}]
-    params = dict(max_tokens=settings.LLMCHAIN_DEBATE_MAX_TOKENS, temperature=settings.LLMCHAIN_DEBATE_TEMPERATURE,
-                  seed=seed)
+    params = dict(max_tokens=reply_budget(judge), temperature=settings.LLMCHAIN_DEBATE_TEMPERATURE, seed=seed)
     async with asyncio.timeout(settings.LLMCHAIN_DEBATE_TIMEOUT_S):
         if not await structured_support(gateway, judge, endpoint):
             return await gateway.complete(endpoint, messages, **params)
@@ -369,6 +402,8 @@ def hold(job: DebateJob, gateway: Gateway | None = None) -> Debate | None:
         work.fail(job, f"judge model(s) {gone} are no longer registered", updated_at=timezone.now())
         return None
     sitting = [judges[pk] for pk in job.judges]
+    if not seated(job, sitting):
+        return None
     by_name = dict(zip(agent_names(sitting), sitting))
     spec = protocol.Debate(criterion=job.criterion, criterion_description=job.criterion_description,
                            scenario=job.scenario, question=job.question, submission_1=job.submission_1,
@@ -389,6 +424,29 @@ def hold(job: DebateJob, gateway: Gateway | None = None) -> Debate | None:
         log.warning("debate %s: %s", job.key, error)
         return None
     return record(job, result)
+
+
+class QualificationPending(ServiceError):
+    """A judge of the job may still qualify in the debate role: the job waits and is tried again."""
+
+    permanent = False
+
+
+def seated(job: DebateJob, sitting: list[RegisteredModel]) -> bool:
+    """Whether every judge of the job is qualified in the debate role now (a qualification may have
+    finished since the job was asked for). Else the job waits while a judge's qualification is still to
+    come (checked again every RETRY_BASE_S), or fails, saying why, when a judge was refused."""
+    refused = judge_status.refused(sitting, "debate")
+    if not refused:
+        return True
+    why = " ".join(s.reason for s in refused.values())
+    log.warning("debate %s not held: %s", job.key, why)
+    if all(s.state in judge_status.WAITING for s in refused.values()):
+        work.retry_later(job, QualificationPending(why), message=f"waiting for its judges' qualification: {why}",
+                         base=RETRY_BASE_S, cap=RETRY_BASE_S, attempts=0, updated_at=timezone.now())
+    else:
+        work.fail(job, f"not held, a judge is refused: {why}", updated_at=timezone.now())
+    return False
 
 
 def record(job: DebateJob, result: protocol.DebateResult) -> Debate:
@@ -432,6 +490,15 @@ def run_once(limit: int = 1, gateway: Gateway | None = None) -> int:
 PAIR_VERDICT = {protocol.FIRST: "a", protocol.SECOND: "b", protocol.NEITHER: "tie", None: None}  # of a consensus
 
 
+def pair_workers(judges: list[RegisteredModel], wanted: int) -> int:
+    """How many pairs to debate at once: one when a judge is the built-in model. Its server computes
+    one forward pass at a time, so two debates at once only make each reply take twice as long, and
+    the per-reply limit (LLMCHAIN_DEBATE_TIMEOUT_S) then fails replies that would have come alone."""
+    if any(is_builtin(m) for m in judges):
+        return 1
+    return max(1, wanted)
+
+
 class DebateEvaluator(Evaluator):
     """Pairwise verdicts of a debate between the running judges, held in memory (nothing is
     queued): the consensus, or undecided (None) when the judges still disagree. Each pair is
@@ -442,10 +509,10 @@ class DebateEvaluator(Evaluator):
     def __init__(self, judges: list[RegisteredModel] | None = None, gateway: Gateway | None = None,
                  workers: int = 2):
         try:
-            self.judges = judges if judges is not None else judge_models()
+            self.judges = judges if judges is not None else judge_models(qualified_only=False)
         except DebateRequestError as exc:
             raise EvaluatorError(str(exc)) from None
-        self.gateway, self.workers = gateway or Gateway(), workers
+        self.gateway, self.workers = gateway or Gateway(), pair_workers(self.judges, workers)
         self.criterion, self.description = criterion_of(None)
         # of the last compare: pairs left undecided because a judge failed; the replies in the debates
         # held, and those with no readable verdict
@@ -458,7 +525,7 @@ class DebateEvaluator(Evaluator):
         return {"judges": ",".join(agent_names(self.judges)), "criterion": self.criterion,
                 "rounds": str(settings.LLMCHAIN_DEBATE_ROUNDS),
                 "temperature": str(settings.LLMCHAIN_DEBATE_TEMPERATURE),
-                "max_tokens": str(settings.LLMCHAIN_DEBATE_MAX_TOKENS),
+                "max_tokens": ",".join(dict.fromkeys(str(reply_budget(m)) for m in self.judges)),
                 "pairs_failed": str(self.failed)}  # undecided because a judge failed (read after compare)
 
     def pair_details(self) -> dict:
@@ -476,7 +543,7 @@ class DebateEvaluator(Evaluator):
 
     def compare(self, items) -> list[str | None]:
         self.fits = prompt_fits(self.judges, self.gateway)
-        with ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
             held = list(pool.map(self._one, items))
         results = [h["result"] for h in held]
         turns = [t for result in results if result is not None for t in result.turns]

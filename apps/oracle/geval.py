@@ -43,6 +43,11 @@ class GatewayTransport:
 
     def complete(self, messages: list[dict], **params) -> dict:
         try:
+            if not (params.get("logprobs") or params.get("n", 1) != 1 or "response_format" in params):
+                # Plain text (the evaluation steps, a few hundred tokens): streamed, so a judge that keeps
+                # writing on a busy machine is waited for piece by piece rather than cut off as a whole.
+                text = async_to_sync(self.gateway.complete)(self.endpoint, messages, **params)
+                return {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}
             return async_to_sync(self.gateway.chat)(self.endpoint, messages,
                                                     read_timeout=settings.LLMCHAIN_DEBATE_TIMEOUT_S, **params)
         except EndpointRefused as exc:

@@ -3,7 +3,7 @@
 asking  → the top-k other running models of the context (by R) answer the same messages;
           each answer is saved on the job as it arrives, so a restart never asks twice.
 scored  → Sa = mean calibrated metric(answer, ref_j), wa = mean R(ref model j, c) times the metric's
-          earned validity factor under LLMCHAIN_AUTO_WEIGHT=validated (apps/oracle/weights.py).
+          earned validity factor in its context under LLMCHAIN_AUTO_WEIGHT=validated (apps/oracle/weights.py).
 pinned  → the evidence record (prompt, answer, references, metric, scores) is on IPFS.
 submitted → autoEval is queued in the outbox under the interaction's idempotency key.
 onchain → the outbox says autoEval is confirmed.
@@ -18,7 +18,6 @@ from datetime import timedelta
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Avg
 from django.utils import timezone
 
 from apps.chain import outbox, work
@@ -35,7 +34,7 @@ from apps.chat.providers import find_replay, stream_answer
 from apps.chat.ratings import queue_waiting
 from lib import records
 from lib.reputation import WAD
-from lib.weighting import weighted_wa, weighting
+from lib.weighting import INITIAL_R, weighted_wa, weighting
 
 from . import weights
 from .models import EvaluationJob
@@ -44,7 +43,6 @@ from .notify import push_evaluation
 log = logging.getLogger(__name__)
 S = EvaluationJob.Status
 ACTIVE = (S.QUEUED, S.ASKING, S.SCORED, S.PINNED)
-INITIAL_R = WAD // 2  # a model without a REP in the context yet (REPUTATION.md: 0.5 when first)
 CHANNEL = "oracle-jobs"  # `manage.py runworker oracle-jobs` (consumers.OracleWakeConsumer)
 
 
@@ -77,8 +75,10 @@ def reputation_in(context_id: str, model_id: str) -> int:
     row = Reputation.objects.filter(context_id=context_id, model_id=model_id).values_list("r", flat=True).first()
     if row is not None:
         return int(row)
-    mean = Reputation.objects.filter(context_id=context_id).aggregate(m=Avg("r"))["m"]
-    return int(mean) if mean is not None else INITIAL_R
+    # The mean in integers, as `chain audit` rebuilds it: the database's AVG of a bigint is a float,
+    # not the same number at 18 decimals, and SQLite's SUM of them overflows its 64-bit integers past 9.2e18.
+    rs = list(Reputation.objects.filter(context_id=context_id).values_list("r", flat=True))
+    return sum(int(r) for r in rs) // len(rs) if rs else INITIAL_R
 
 
 def claim(limit: int, lease_s: float | None = None) -> list[EvaluationJob]:
@@ -155,11 +155,14 @@ def score_jobs(jobs: list[EvaluationJob], metric) -> None:
     scores = metric.score_pairs(pairs) if pairs else []
     for (job, i), s in zip(owners, scores):
         job.references[i]["score"] = str(min(WAD, max(0, round(s * WAD))))
-    factor, qualification, why = weights.earned(metric)
     evaluator = weights.evaluator_of(metric)
+    earned = {}  # per context: its votes are read once a batch
     for job in jobs:
         answered = job.answered_references()
         ctx = job.interaction.conversation.context.context_id
+        if ctx not in earned:
+            earned[ctx] = weights.earned(metric, ctx)
+        factor, qualification, why = earned[ctx]
         sa = sum(int(r["score"]) for r in answered) // len(answered) if answered else 0
         w = weighting(rule=settings.LLMCHAIN_AUTO_WEIGHT, evaluator=evaluator,
                       reference_r=[reputation_in(ctx, r["model"]) for r in answered], factor=factor,

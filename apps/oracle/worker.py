@@ -36,7 +36,7 @@ def run_once(metric) -> int:
             log.exception("oracle: a pass failed; its jobs are retried after their lease")
             raise
     # Saved ratings and arena votes go on their way here, never in the request that saved them: a
-    # rating follows its answer's autoEval, a vote its two answers' (openBattle, then the vote).
+    # rating follows its answer's autoEval, a vote its two answers' (openBattle and the vote, in one transaction).
     return (len(claimed) + jobs.confirm_onchain() + ratings.queue_waiting_ratings() + ratings.settle_ratings()
             + settle_battles() + advance_waiting() + jobs.release_held())
 

@@ -29,8 +29,18 @@
       });
     });
   }
-  document.addEventListener("DOMContentLoaded", sync);
-  document.addEventListener("htmx:afterSettle", sync);
+  // On a narrow screen the table scrolls in its frame: bring the column it is sorted by into view (the
+  // model's column stays, sticky), so that a click on "Weighted" shows the order it gave.
+  function showSorted() {
+    document.querySelectorAll("#board-table .table-frame").forEach(function (frame) {
+      var th = frame.querySelector("th[aria-sort=ascending], th[aria-sort=descending]");
+      if (!th || frame.scrollWidth <= frame.clientWidth) return;
+      var f = frame.getBoundingClientRect(), t = th.getBoundingClientRect();
+      if (t.right > f.right) frame.scrollLeft += t.right - f.right + 8;
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { sync(); showSorted(); });
+  document.addEventListener("htmx:afterSettle", function () { sync(); showSorted(); });
   document.addEventListener("change", function (e) {
     var box = e.target;
     if (!box.matches || !box.matches("details.columns input[name=board-column]")) return;

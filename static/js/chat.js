@@ -38,6 +38,16 @@
     if (details) details.open = false;
   });
 
+  // The first message names the conversation: its heading comes from the socket, and the tab's
+  // title and the rename box follow it.
+  document.addEventListener("htmx:oobAfterSwap", function (e) {
+    if (e.detail.target.id !== "conversation-heading") return;
+    var title = document.getElementById("conversation-heading").textContent;
+    document.title = title + " · LLMChain";
+    var box = document.getElementById("conversation-title");
+    if (box && document.activeElement !== box) box.value = box.defaultValue = title;
+  });
+
   document.addEventListener("DOMContentLoaded", function () {
     var messages = document.getElementById("messages");
     if (!messages) return;

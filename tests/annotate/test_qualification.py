@@ -12,11 +12,14 @@ import random
 import zlib
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from apps.annotate.models import Qualification
-from apps.annotate.qualify import SETS, enqueue_judges, judge_evaluator, latest, qualify, refusal, run_pending
+from apps.annotate.qualify import (ROLES, SETS, enqueue_judges, judge_evaluator, latest, qualify, refusal,
+                                   role_evaluator, run_pending)
 from apps.chain.evidence import default_store
 from apps.chat.models import RegisteredModel
 from apps.chat.registry import ModelFields, register_model
@@ -137,8 +140,10 @@ def test_the_oracle_weighs_only_a_qualified_judge_and_says_why_it_refuses_anothe
     assert "has not been qualified" in weights.earned(JudgeMetric("agrees"))[2]
     good, bad = qualify("agrees"), qualify("longer")
     assert weights.earned(JudgeMetric("agrees"))[:2] == (int(good.factor), good.cid)
-    factor, cid, why = weights.earned(JudgeMetric("longer"))
+    with CaptureQueriesContext(connection) as read:
+        factor, cid, why = weights.earned(JudgeMetric("longer"))
     assert (factor, cid) == (0, bad.cid) and "longer answer" in why
+    assert len(read.captured_queries) == 1  # the latest qualification is read once, not again for the reason
     settings.LLMCHAIN_AUTO_WEIGHT = "paper"
     assert weights.earned(JudgeMetric("longer"))[0] == 10**18
 
@@ -172,11 +177,14 @@ def test_an_unreadable_set_fails_the_qualification_and_keeps_the_reason(data_dir
 def test_registering_a_model_as_a_judge_queues_its_sample_qualification_which_a_worker_runs_once(data_dir, settings):
     settings.LLMCHAIN_QUALIFY_SAMPLE = 10
     judge = judge_model("fair-judge")
-    register_evaluator("geval", lambda name: AgreesMostly(), takes_argument=True)
-    assert enqueue_judges() == 1 and enqueue_judges() == 0
-    assert run_pending() == 1 and run_pending() == 0
-    q = latest(judge_evaluator(judge.name))
-    assert q.qualified and q.per_set == 10 and not q.full
+    for role in ROLES:  # one qualification in each role it is registered for
+        register_evaluator(role, lambda name: AgreesMostly(), takes_argument=True)
+    assert enqueue_judges() == len(ROLES) and enqueue_judges() == 0
+    assert [run_pending() for _ in ROLES] == [1] * len(ROLES) and run_pending() == 0
+    for role in ROLES:
+        q = latest(role_evaluator(judge.name, role))
+        assert q.qualified and q.per_set == 10 and not q.full
+    assert latest(judge_evaluator(judge.name)).evaluator == f"geval:{judge.name}"
 
 
 def test_the_model_page_part_on_judging_says_plainly_whether_the_model_qualified(data_dir, client):
@@ -203,3 +211,20 @@ def test_an_evaluator_of_answers_against_other_answers_is_qualified_only_on_sets
     assert list(q.figures["per_set"]) == ["PandaLM"] and [s["name"] for s in q.figures["sets"]] == ["PandaLM"]
     assert set(q.figures["skipped"]) == {s.name for s in SETS[1:]}
     assert "other models' answers" in q.figures["skipped"]["LLMBar Natural"]
+
+
+def test_a_qualification_run_from_the_command_is_kept_as_running_so_no_worker_runs_it_too(data_dir):
+    seen = []
+
+    class Watching(AgreesMostly):
+        name = "watching"
+
+        def compare(self, items):
+            row = Qualification.objects.get(evaluator="watching")
+            seen.append((row.status, row.started_at is not None, run_pending()))
+            return super().compare(items)
+
+    register_evaluator("watching", Watching)
+    q = qualify("watching", per_set=5)
+    assert q.status == Qualification.Status.DONE and q.started_at is not None
+    assert seen and all(s == (Qualification.Status.RUNNING, True, 0) for s in seen)

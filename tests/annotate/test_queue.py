@@ -53,6 +53,51 @@ def test_two_experts_never_get_the_same_item(erin, frank):
     assert queue.next_item(expert("gina")) is None
 
 
+def test_peeking_holds_nothing_and_two_experts_may_see_one_item_until_one_holds_it(erin, frank):
+    first, second = disagreement(1), disagreement(2)
+    assert queue.peek_item(erin).pk == queue.peek_item(frank).pk == first.pk
+    assert set(QueueItem.objects.values_list("status", flat=True)) == {"open"}
+    assert queue.hold(erin, first.pk).claimed_by == erin
+    with pytest.raises(queue.NotYourClaim, match="Another expert has just taken"):
+        queue.hold(frank, first.pk)
+    assert queue.peek_item(frank).pk == second.pk
+    assert queue.peek_item(erin).pk == first.pk  # her hold is handed back to her
+
+
+def test_holding_an_item_gives_back_the_others_and_a_refused_hold_keeps_them(erin, frank):
+    first, second, third = disagreement(1), disagreement(2), disagreement(3)
+    queue.hold(erin, first.pk)
+    queue.hold(frank, third.pk)
+    queue.hold(erin, second.pk)
+    assert dict(QueueItem.objects.filter(status="claimed").values_list("pk", "claimed_by__username")) == {
+        second.pk: "erin", third.pk: "frank"}
+    with pytest.raises(queue.NotYourClaim):
+        queue.hold(erin, third.pk)
+    assert QueueItem.objects.get(pk=second.pk).claimed_by == erin
+    assert queue.hold(erin, second.pk).claim_expires_at == QueueItem.objects.get(pk=second.pk).claim_expires_at
+
+
+def test_a_hold_is_refused_on_an_item_answered_resolved_or_unknown(erin, frank):
+    item = disagreement(1, required=2)
+    queue.submit(erin, item.pk, 1)
+    with pytest.raises(queue.AlreadySubmitted):
+        queue.hold(erin, item.pk)
+    queue.submit(frank, item.pk, 1)
+    with pytest.raises(queue.NotYourClaim):
+        queue.hold(expert("gina"), item.pk)
+    with pytest.raises(queue.UnknownItem):
+        queue.hold(erin, 999)
+
+
+def test_a_verdict_on_an_item_nobody_holds_takes_it_as_it_is_recorded(erin, frank):
+    item = disagreement(1)
+    assert queue.peek_item(erin).pk == item.pk
+    queue.submit(erin, item.pk, 2)
+    item.refresh_from_db()
+    assert item.status == "resolved" and ExpertVerdict.objects.get().expert == erin
+    assert queue.peek_item(frank) is None
+
+
 def test_an_expired_claim_can_be_taken_by_another_expert(erin, frank):
     item = disagreement(1)
     queue.next_item(erin)
@@ -70,6 +115,10 @@ def test_a_verdict_after_the_claim_expired_is_refused(erin):
     with pytest.raises(queue.ClaimExpired, match="expired"):
         queue.submit(erin, item.pk, 1)
     assert not ExpertVerdict.objects.exists()
+    item.refresh_from_db()
+    assert item.status == "open" and item.claimed_by is None  # given back: free for anyone, her too
+    queue.submit(erin, item.pk, 1)
+    assert ExpertVerdict.objects.get().expert == erin
 
 
 def test_a_verdict_resolves_an_item_that_asks_one_expert(erin):
@@ -101,8 +150,8 @@ def test_an_expert_cannot_answer_an_item_held_by_another(erin, frank):
 
 def test_accounts_without_the_expert_role_are_refused_everything():
     alice, item = user("alice"), disagreement(1)
-    for call in (lambda: queue.next_item(alice), lambda: queue.submit(alice, item.pk, 1),
-                 lambda: queue.skip(alice, item.pk)):
+    for call in (lambda: queue.next_item(alice), lambda: queue.peek_item(alice), lambda: queue.hold(alice, item.pk),
+                 lambda: queue.submit(alice, item.pk, 1), lambda: queue.skip(alice, item.pk)):
         with pytest.raises(queue.NotAnExpert, match="expert role"):
             call()
     item.refresh_from_db()

@@ -1,4 +1,5 @@
-"""The expert queue page: experts answer one disagreement at a time; nobody else gets in."""
+"""The expert queue page: experts answer one disagreement at a time; nobody else gets in. The page
+reads only; it asks for its item to be held with an htmx POST (`hold`), as the browser does here."""
 
 from __future__ import annotations
 
@@ -14,6 +15,11 @@ from tests.personas import PASSWORD, expert, user
 
 pytestmark = pytest.mark.django_db
 QUEUE = "/annotate/"
+
+
+def hold(client, item, **filters):
+    """What the page does as soon as it shows an item: ask for it to be held (htmx)."""
+    return client.post(reverse("annotate-hold", args=[item.pk]), filters, HTTP_HX_REQUEST="true")
 
 
 @pytest.fixture
@@ -38,6 +44,7 @@ def test_accounts_without_the_expert_role_get_a_clear_403(client):
     assert b"Answer A1" not in response.content
     assert client.post(reverse("annotate-verdict", args=[item.pk]), {"verdict": "1"}).status_code == 403
     assert client.post(reverse("annotate-skip", args=[item.pk])).status_code == 403
+    assert client.post(reverse("annotate-hold", args=[item.pk])).status_code == 403
     assert b">Annotate<" not in client.get(reverse("models")).content
 
 
@@ -61,13 +68,65 @@ def test_model_texts_are_escaped(client, erin):
 def test_a_verdict_is_saved_and_the_next_item_shown(client, erin):
     first, second = disagreement(1), disagreement(2)
     client.get(QUEUE)
+    hold(client, first)
     response = client.post(reverse("annotate-verdict", args=[first.pk]), {"verdict": "2", "note": "B is right"})
     assert response.status_code == 302
     saved = ExpertVerdict.objects.get()
     assert (saved.item_id, saved.expert, saved.verdict, saved.note) == (first.pk, erin, 2, "B is right")
     page = client.get(response["Location"]).content.decode()
     assert "Answer A2" in page and "Answered by you: <strong>1</strong>" in page
-    assert second.pk == QueueItem.objects.get(status="claimed").pk
+    assert f'hx-post="{reverse("annotate-hold", args=[second.pk])}"' in page and "Not held for you yet" in page
+    assert not QueueItem.objects.filter(status="claimed").exists(), "showing the item holds nothing"
+    shown = hold(client, second)
+    assert shown.status_code == 200 and "Held for you for 15 minutes" in shown.content.decode()
+    assert second.pk == QueueItem.objects.get(status="claimed", claimed_by=erin).pk
+
+
+def test_the_page_shows_an_item_it_holds_as_held_and_asks_for_no_hold(client, erin):
+    item = disagreement(1)
+    hold(client, item)
+    page = client.get(QUEUE).content.decode()
+    assert "Held for you for 15 minutes" in page and "annotate-hold" not in page and "/hold" not in page
+
+
+def test_a_verdict_without_the_pages_hold_takes_the_item_as_it_is_recorded(client, erin):
+    item = disagreement(1)
+    client.get(QUEUE)  # without JavaScript no hold is asked for
+    response = client.post(reverse("annotate-verdict", args=[item.pk]), {"verdict": "1"})
+    assert response.status_code == 302 and ExpertVerdict.objects.get().item_id == item.pk
+    item.refresh_from_db()
+    assert item.status == "resolved"
+
+
+def test_an_item_another_expert_holds_is_not_shown_nor_held(client, erin):
+    first, _ = disagreement(1), disagreement(2)
+    frank = expert("frank")
+    page = client.get(QUEUE).content.decode()
+    assert "Answer A1" in page
+    QueueItem.objects.filter(pk=first.pk).update(status="claimed", claimed_by=frank,
+                                                 claim_expires_at=timezone.now() + timedelta(minutes=5))
+    late = hold(client, first, scenario="coding").content.decode()  # frank's page asked first
+    assert "Another expert has just taken this item" in late and 'href="/annotate/?scenario=coding"' in late
+    assert QueueItem.objects.get(pk=first.pk).claimed_by == frank
+    refused = client.post(reverse("annotate-verdict", args=[first.pk]), {"verdict": "1"})
+    assert refused.status_code == 409 and b"not held for you" in refused.content
+    assert "Answer A2" in client.get(QUEUE).content.decode()
+    assert not ExpertVerdict.objects.exists()
+
+
+def test_a_hold_asked_for_after_a_skip_is_refused(client, erin):
+    item = disagreement(1)
+    client.post(reverse("annotate-skip", args=[item.pk]))
+    assert "You skipped this item" in hold(client, item).content.decode()
+    assert QueueItem.objects.get(pk=item.pk).status == "open"
+
+
+def test_a_hold_outside_htmx_goes_back_to_the_page(client, erin):
+    item = disagreement(1)
+    response = client.post(reverse("annotate-hold", args=[item.pk]), {"scenario": "coding"})
+    assert response.status_code == 302 and response["Location"] == f"{QUEUE}?scenario=coding"
+    assert QueueItem.objects.get(pk=item.pk).claimed_by == erin
+    assert client.get(reverse("annotate-hold", args=[item.pk])).status_code == 405
 
 
 def test_a_bad_verdict_shows_the_form_again_with_the_error_and_the_note(client, erin):
@@ -93,9 +152,14 @@ def test_a_double_submission_is_refused_clearly(client, erin):
 def test_an_expired_claim_is_refused_clearly(client, erin):
     item = disagreement(1)
     client.get(QUEUE)
+    hold(client, item)
     QueueItem.objects.filter(pk=item.pk).update(claim_expires_at=timezone.now() - timedelta(minutes=1))
     response = client.post(reverse("annotate-verdict", args=[item.pk]), {"verdict": "1"})
     assert response.status_code == 409 and b"expired" in response.content
+    # Shown again as free (the page asks for a new hold): answered again, it counts.
+    assert "Answer A1" in response.content.decode() and "Not held for you yet" in response.content.decode()
+    assert client.post(reverse("annotate-verdict", args=[item.pk]), {"verdict": "1"}).status_code == 302
+    assert ExpertVerdict.objects.get().item_id == item.pk
 
 
 def test_verdicts_need_a_post(client, erin):
@@ -117,7 +181,9 @@ def test_filters_pick_the_item_and_are_kept_after_answering(client, erin):
 def test_skipping_moves_on_and_the_skips_can_be_cleared(client, erin):
     first, _ = disagreement(1), disagreement(2)
     client.get(QUEUE)
+    hold(client, first)
     client.post(reverse("annotate-skip", args=[first.pk]))
+    assert QueueItem.objects.get(pk=first.pk).status == "open"
     assert "Answer A2" in client.get(QUEUE).content.decode()
     client.post(reverse("annotate-skip", args=[first.pk + 1]))
     page = client.get(QUEUE).content.decode()

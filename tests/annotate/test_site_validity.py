@@ -1,7 +1,7 @@
 """The site measures itself (`metaeval site`): per context, how often the automatic score agrees with
 the arena votes of that context's people, next to the length rule on the same votes, and how Sa ranks
 answers against people's ratings; a context with too little human signal says so instead of a figure.
-The indexed tables stand for the chain's events; the answers are the chat's."""
+The indexed tables stand for the chain's events (each answer's length for its evidence record's)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ import secrets
 import pytest
 from django.core.management import call_command
 
-from apps.annotate.site_validity import MIN_HUMAN, plain_line, site_validity
+from apps.annotate.site_validity import MIN_HUMAN, plain_line, rating_line, site_validity
 from apps.chain.models import ArenaBattle
 from apps.chain.models import LedgerInteraction
 from apps.chat.conversations import begin_interaction, finish_interaction, start_conversation
+from apps.chat.models import Conversation
 from apps.chat.registry import ModelFields, register_model
 from lib.reputation import WAD
 from tests.chat.factories import make_contexts
@@ -33,14 +34,14 @@ def site(settings, tmp_path):
                                              endpoint_model="m"))
     conv = {c.pk: start_conversation(alice, model, c) for c in (busy, quiet)}
 
-    def answer(context, text: str, sa: float, sh: float | None = None) -> str:
+    def answer(context, text: str, sa: float, sh: float | None = None, *, read: bool = True) -> str:
         i = begin_interaction(alice, conv[context.pk], "Q?")
         finish_interaction(i, text)
         i.refresh_from_db()
         LedgerInteraction.objects.create(
             interaction_id=i.interaction_id, model_id=model.model_id, context_id=context.context_id, user="0x0",
             has_reference=True, sa=int(sa * WAD), wa=0, evidence_cid="bafy", auto_tx="0x", auto_block=1,
-            sh=None if sh is None else int(sh * WAD))
+            sh=None if sh is None else int(sh * WAD), answer_chars=len(text) if read else None)
         return i.interaction_id
 
     def vote(context, a: str, b: str, outcome: int) -> None:
@@ -68,8 +69,8 @@ def test_sa_agreeing_with_80_percent_of_the_votes_is_shown_next_to_the_length_ru
     assert plain_line(found[busy.context_id]).startswith("The automatic score agrees with people's votes here 80% [")
     assert "preferring the longer answer: 50%" in plain_line(found[busy.context_id])
     assert not found[quiet.context_id]["votes"]["enough"]
-    assert plain_line(found[quiet.context_id]) == (f"The automatic score cannot be checked against people here yet: "
-                                                   f"3 arena votes between two scored answers, {MIN_HUMAN} needed.")
+    assert plain_line(found[quiet.context_id]) == ("Not enough human signal yet to check the automatic score against "
+                                                   f"people here: 3 arena votes between two scored answers, {MIN_HUMAN} needed.")
     assert found["0x" + "00" * 32]["votes"]["pairs_non_tie"] == 43  # the global board counts every context
 
 
@@ -82,11 +83,26 @@ def test_ratings_give_the_rank_correlation_of_sa_with_sh_and_of_the_length(site)
     assert r["spearman_ci_low"] <= r["spearman"] <= r["spearman_ci_high"]
 
 
+def test_an_answer_whose_record_is_not_read_yet_counts_without_scores_and_a_deleted_conversation_changes_nothing(
+        site):
+    busy, answer, vote = site["busy"], site["answer"], site["vote"]
+    for k in range(6):
+        vote(busy, answer(busy, "a long and careful answer", 0.8, sh=k / 6), answer(busy, "short", 0.5, read=k > 0), 1)
+    answer(busy, "not read yet", 0.4, sh=0.5, read=False)
+    found = site_validity(busy.context_id)[busy.context_id]
+    assert (found["votes"]["votes"], found["votes"]["pairs_non_tie"]) == (6, 5)
+    assert (found["ratings"]["n"], found["ratings"]["unread"]) == (6, 1)
+    assert found["ratings"]["length_spearman"] is None  # every rated answer here is as long as the others
+    assert rating_line(found["ratings"]).endswith(" 1 more rated answer is left out until its record can be read.")
+    Conversation.objects.all().delete()  # the chat's rows of every answer
+    assert site_validity(busy.context_id)[busy.context_id] == found
+
+
 def test_the_command_prints_a_line_per_context_and_the_figures_as_json(site):
     out = io.StringIO()
     call_command("metaeval", "site", "--context", "quiet", stdout=out)
     lines = out.getvalue().strip().splitlines()
-    assert lines[0].startswith("quiet: The automatic score cannot be checked against people here yet")
+    assert lines[0].startswith("quiet: Not enough human signal yet to check the automatic score against people here")
     assert list(json.loads(lines[-1])["contexts"]) == [site["quiet"].context_id]
 
 
@@ -97,7 +113,7 @@ def test_each_board_loads_its_line_after_the_page_and_a_board_without_people_say
     page = client.get(f"/?context={quiet.context_id}").content.decode()
     assert f'hx-get="/boards/{quiet.context_id}/validity"' in page
     line = client.get(f"/boards/{quiet.context_id}/validity").content.decode()
-    assert "cannot be checked against people here yet: 0 arena votes" in line
+    assert "Not enough human signal yet to check the automatic score against people here: 0 arena votes" in line
     line = client.get(f"/boards/{busy.context_id}/validity").content.decode()
     assert "agrees with people&#x27;s votes here 100% [" in line and "preferring the longer answer: 100%" in line
     assert client.get("/boards/0x" + "ab" * 32 + "/validity").status_code == 404

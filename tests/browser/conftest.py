@@ -33,7 +33,8 @@ from tests.support import deploy_on_interval_node
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = REPO / "test-artifacts" / "screenshots"
+# Screenshots go to test-artifacts/screenshots, or to LLMCHAIN_SCREENSHOTS (a folder to look at them in).
+ARTIFACTS = Path(os.environ.get("LLMCHAIN_SCREENSHOTS") or REPO / "test-artifacts" / "screenshots")
 # Without the background-networking flags Chromium keeps calling Google, and the closed network
 # refuses those connections; --headless --no-sandbox because tests run as root without a display.
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -54,11 +55,14 @@ def _missing() -> str:
     return ""
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (tests/conftest.py says why)
 def pytest_collection_modifyitems(config, items):
     """Without what they need, the browser tests are skipped, saying what is missing. Under
-    pytest-xdist (`make test`, `--dist loadgroup`) they run one after the other in one worker, which
-    starts the site, its ledger worker and Chromium for them; those that wait on the built-in model or
-    the oracle's scoring go with the other such tests instead (tests/conftest.py, group "model")."""
+    pytest-xdist (`make test`, `--dist loadgroup`) those on the shared site run one after the other in
+    one worker, which starts the site, its ledger worker and Chromium for them; those that wait on the
+    built-in model or the oracle's scoring go with the other such tests instead (tests/conftest.py,
+    group "model"); one that starts a stack of its own (`make run`'s demo) runs in whichever worker is
+    free, beside the group rather than after it."""
     reason = _missing()
     here = Path(__file__).parent
     for item in items:
@@ -66,7 +70,7 @@ def pytest_collection_modifyitems(config, items):
             continue
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
-        elif not uses_the_model(item):
+        elif "site" in item.fixturenames and not uses_the_model(item):
             item.add_marker(pytest.mark.xdist_group("browser"))
 
 

@@ -2,7 +2,9 @@
 (prefers-color-scheme), checked by axe-core (npm, run in the page): no serious or critical violation;
 and at phone size no page is wider than the screen (wide tables scroll inside their frame). The chat,
 a board and the expert queue are photographed at phone size in both themes
-(test-artifacts/screenshots/)."""
+(test-artifacts/screenshots/). And every page speaks plainly: no contract function or event name, no
+formula symbol outside the page that explains them, no encoder name, repository path or error text
+(world.JARGON)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import pytest
 
 
 from .conftest import ARTIFACTS, REPO
-from .world import build, log_in
+from .world import build, jargon_on, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.chain, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -54,6 +56,8 @@ def test_every_page_passes_axe_and_fits_a_phone_in_both_themes(site, chromium, t
                             problems.append(f"{size}/{scheme} {name} ({path}): {v['impact']} {v['id']}: {v['help']}"
                                             f"\n      " + "\n      ".join(v["nodes"]))
                         checked += 1
+                        if (size, scheme) == ("desktop", "light"):
+                            problems.extend(jargon_on(page, name))
                         if size == "phone":
                             # Against the screen's width: a mobile viewport grows to fit what overflows it.
                             wide = page.evaluate("document.documentElement.scrollWidth") - SIZES[size]["width"]

@@ -1,6 +1,6 @@
 """Arena mode in a real browser: a blind battle with both answers streaming side by side,
-a vote, the vote on-chain (the oracle scores both answers, opens the battle, the user's
-vote follows, signed and relayed), the reveal once it is final, and the arena board moving; a battle where a model named itself
+a vote, the vote on-chain (the oracle scores both answers; the battle is opened and the user's
+signed vote cast in one relayed transaction), the reveal once it is final, and the arena board moving; a battle where a model named itself
 is voted on, revealed, recorded on-chain as not counted, and left off the board."""
 
 from __future__ import annotations
@@ -75,6 +75,19 @@ def _both_done(page) -> None:
             "data-status", "done", timeout=ANSWER_TIMEOUT_MS)
 
 
+def reveal_comes_first(page) -> None:
+    """Once the names are revealed, the vote and its reveal stand above the answers and their rating
+    forms (one per side), on the first screen."""
+    expect(page.locator(".arena-vote .reveal")).to_be_visible()
+    ratings = page.locator("#arena .pane section.rating")
+    expect(ratings).to_have_count(2)
+    vote = page.locator("#arena-vote-box").bounding_box()
+    assert vote["y"] + vote["height"] <= page.viewport_size["height"], ("the reveal is below the first screen", vote)
+    for box in [page.locator("#arena .pane").nth(n).bounding_box() for n in range(2)] + [
+            ratings.nth(n).bounding_box() for n in range(2)]:
+        assert vote["y"] + vote["height"] <= box["y"], ("the reveal comes after the answers or their forms", vote, box)
+
+
 def _names(battle: Battle) -> tuple[str, str]:
     return battle.conversation_a.model.name, battle.conversation_b.model.name
 
@@ -108,7 +121,15 @@ def test_a_blind_battle_streams_both_answers_reveals_after_the_vote_and_moves_th
         expect(page.locator(".arena-vote .reveal")).to_contain_text(f"Model A was {a_name}, model B was {b_name}",
                                                                     timeout=30_000)
         expect(page.locator('.pane[data-side="a"] h2')).to_contain_text(a_name)
+        reveal_comes_first(page)
         shot(page, "arena-revealed")
+        phone_context, phone = open_as(chromium, site, "alice", "phone")
+        try:
+            phone.goto(f"/arena/{battle.pk}/")
+            reveal_comes_first(phone)
+            shot(phone, "arena-revealed-phone")
+        finally:
+            phone_context.close()
         row = ArenaBattle.objects.get(battle_id=battle.battle_id)
         assert (row.outcome, row.counted, row.voided) == (2, True, False)
         assert row.user == battle.user.profile.address

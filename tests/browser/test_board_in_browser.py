@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 from apps.chat.models import Interaction
 
 from .test_layout_in_browser import open_as
-from .world import build
+from .world import build, jargon_on, with_arena
 
 pytestmark = [pytest.mark.browser, pytest.mark.chain, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -42,7 +42,43 @@ def open_at(chromium, site, size: str, who: str | None = None):
 
 @pytest.fixture
 def world(site, tmp_path):
-    return build(tmp_path)
+    return with_arena(build(tmp_path))
+
+
+# What a visitor sees of a board, measured: the table's width, its header's and rows' heights (px).
+MEASURE = """() => {
+    const table = document.querySelector('table.board.ranked'), head = table.querySelector('thead tr');
+    const rows = [...document.querySelectorAll('table.board tbody tr')].map(r => r.getBoundingClientRect().height);
+    return {page: [document.documentElement.scrollWidth, document.documentElement.scrollHeight],
+            table: Math.round(table.getBoundingClientRect().width), header: Math.round(head.getBoundingClientRect().height),
+            rows: [Math.round(Math.min(...rows)), Math.round(Math.max(...rows))],
+            top: Object.fromEntries(['h1', '#board-order', 'table.board.ranked', 'section.provisional', '#arena',
+                                      'p.validity'].map(s => [s, Math.round(document.querySelector(s).getBoundingClientRect().top
+                                                                            + window.scrollY)]))};
+}"""
+
+
+def check_layout(page, size: str) -> dict:
+    """The board takes the width it has, no header or model name wraps inside a word or is more than two
+    lines tall, and a row is one line on a desktop (two on a phone). Returns what was measured, once the
+    lines that come after the page (the chain's, the validity one) are in."""
+    expect(page.locator(".chain-lag p")).to_contain_text("block")
+    expect(page.locator("p.validity")).not_to_be_empty()
+    table = page.locator("table.board.ranked")
+    expect(table).to_be_visible()
+    width = SIZES[size]["width"]
+    if size != "phone":
+        # The table uses the width it has, not a 960 px column.
+        assert table.bounding_box()["width"] >= width - 120, table.bounding_box()
+    else:
+        assert page.evaluate("document.documentElement.scrollWidth") <= width  # it scrolls in its frame
+    for cell in page.evaluate(CELLS, "table.board thead th") + page.evaluate(CELLS, "table.board td.model"):
+        assert cell["lines"] <= 2.2, f"{cell['text']!r} is {cell['lines']:.1f} lines tall at {size}"
+    line = page.evaluate(LINE)
+    rows = page.evaluate(ROWS, "table.board tbody tr")
+    limit = line * 1.6 + 16 if size != "phone" else line * 2.6 + 16  # one line on a desktop, two on a phone
+    assert max(rows) <= limit, f"a row is {max(rows):.0f} px tall at {size} (limit {limit:.0f})"
+    return page.evaluate(MEASURE)
 
 
 @pytest.mark.parametrize("size", list(SIZES))
@@ -50,26 +86,23 @@ def test_the_board_reads_at_a_glance_with_shared_ranks_and_columns_a_click_away(
                                                                                  size):
     context, page = open_at(chromium, site, size)
     try:
-        page.goto(f"/?context={world.context}")
-        table = page.locator("table.board.ranked")
-        expect(table).to_be_visible()
-        width = SIZES[size]["width"]
-        if size != "phone":
-            # The table uses the width it has, not a 960 px column.
-            assert table.bounding_box()["width"] >= width - 120, table.bounding_box()
-        else:
-            assert page.evaluate("document.documentElement.scrollWidth") <= width  # it scrolls in its frame
+        # The global board, with its arena columns: one vote shows no interval.
+        page.goto("/")
+        print(f"global board at {size}:", check_layout(page, size))
+        expect(page.locator("#board-order")).to_contain_text("Ranked by R")
+        arena = page.locator("table.board.provisional tr[data-model='0x" + "01" * 32 + "'] td.arena-elo")
+        expect(arena).to_contain_text("1 vote")
+        expect(arena).not_to_contain_text("–")
+        expect(page.locator("table.board.ranked td.arena-elo small").first).to_contain_text("–")
+        shot(page, f"{size}-global-board")
 
-        # The compact default: rank, model, R, its band, arena Elo, ratings, automatic scores.
+        page.goto(f"/?context={world.context}")
+        print(f"context board at {size}:", check_layout(page, size))
+        table = page.locator("table.board.ranked")
+        # The compact default: rank, model, R, its band, the weighted score, arena Elo, ratings, automatic scores.
         headers = [c["text"] for c in page.evaluate(CELLS, "table.board.ranked thead th")]
         assert [re.sub(r"\s*[▲▼]$", "", h) for h in headers] == [
-            "Rank", "Model", "R", "R band", "Arena Elo", "Ratings", "Auto scores"]
-        for cell in page.evaluate(CELLS, "table.board thead th") + page.evaluate(CELLS, "table.board td.model"):
-            assert cell["lines"] <= 2.2, f"{cell['text']!r} is {cell['lines']:.1f} lines tall at {size}"
-        line = page.evaluate(LINE)
-        rows = page.evaluate(ROWS, "table.board tbody tr")
-        limit = line * 1.6 + 16 if size != "phone" else line * 2.6 + 16  # one line on a desktop, two on a phone
-        assert max(rows) <= limit, f"a row is {max(rows):.0f} px tall at {size} (limit {limit:.0f})"
+            "Rank", "Model", "R", "R band", "Weighted", "Arena Elo", "Ratings", "Auto scores"]
 
         # Ranks: the four best cannot be told apart (=1); the three models rated fewer than 3 times are
         # not ranked, listed apart with no rank; one sentence says what orders the board.
@@ -119,9 +152,7 @@ def test_only_the_latest_unrated_answer_shows_its_questionnaire_and_the_page_spe
         shot(page, f"{size}-folded")
         older.locator("details.rate > summary").click()
         expect(older.get_by_role("button", name="Send my rating")).to_be_visible()
-        text = page.locator("main").inner_text()
-        for word in ("humEval", "updateReputation", "autoEval", "S_h", "w_h", "F_D", "λ", "MiniLM", "Traceback"):
-            assert word not in text, f"{word!r} on the conversation page"
+        assert not jargon_on(page, "conversation")
         weight = newest.locator("p.note.weight")
         if weight.count():  # the chain answered: the weight is said in words, the formula a link away
             expect(weight).to_contain_text("of a full rating")

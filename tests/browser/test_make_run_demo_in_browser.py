@@ -128,6 +128,11 @@ def test_make_run_on_an_empty_database_fills_a_live_demo(chromium, tmp_path, sho
         print(f"five scored models on the global board {took:.0f} s after the first command")
         # Only people's ratings move R: the demo rates nothing, so nothing is ranked, and the board says why.
         assert all(row["n_human"] >= board["min_rated"] for row in board["ranked"])
+        # The demo has no human signal of its own: no vote, no figure made up for one, no weighted score.
+        ra = board["validity"]["columns"]["ra"]
+        assert (ra["status"], ra["votes"], ra["accuracy_non_tie"], ra["weight"]) == (
+            "not_enough_human_signal", 0, None, 0.0), ra
+        assert all(row["weighted"] is None and not row["battles"] for row in board["ranked"] + board["provisional"])
 
         context = chromium.new_context(base_url=url, viewport={"width": 1280, "height": 900})
         context.set_default_timeout(TIMEOUT_MS)
@@ -137,6 +142,8 @@ def test_make_run_on_an_empty_database_fills_a_live_demo(chromium, tmp_path, sho
             expect(page.locator("table.board tbody tr").nth(4)).to_be_visible()
             expect(page.locator("#board-order")).to_contain_text(re.compile(r"No model is ranked here yet|Ranked by R"))
             expect(page.locator("#replay-line .demo-label")).to_have_text("Demo data.")
+            expect(page.locator("#board-validity")).to_contain_text("Not enough human signal yet to check the "
+                                                                    "automatic score against people here: 0 arena votes")
             shot(page, "board")
 
             name, password = accounts["expert"]

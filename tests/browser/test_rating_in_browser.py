@@ -230,7 +230,7 @@ def test_a_new_user_chats_rates_and_sees_rh_and_r_move_on_the_board(site, oracle
     for cell in section.locator("table.moves td.r").all():
         expect(cell).to_contain_text("→")  # R moved too (updateReputation indexed), not "…"
     did = section.locator("p.did")
-    expect(did).to_contain_text("your familiarity, trust and certainty set it")
+    expect(did).to_contain_text("your familiarity, trust and certainty set it, and time since you signed up")
     expect(did).not_to_contain_text("count for less")
     expect(did).to_contain_text(re.compile(r"[+-]\d\.\d{4} from your rating and [+-]\d\.\d{4} from the automatic score"))
     assert section.locator("code.tx").count() == 2
@@ -283,6 +283,8 @@ def test_a_quick_second_rating_is_told_it_counts_for_less(site, oracle_worker, p
     first = chat_and_wait_evaluation(page, "keeper-13b", QUESTIONS[0])
     fill_questionnaire(page, first, FIRST)
     submit_and_wait_onchain(page, first)
+    # Rhea's first rating: its time counts from signing up, and the sentence says so.
+    expect(page.locator(f"#rating-{first} p.did")).to_contain_text("time since you signed up raises it up to a day")
 
     second = chat_and_wait_evaluation(page, "keeper-13b", QUESTIONS[1])
     page.reload()  # the preview as of now, after the first rating is on-chain

@@ -67,6 +67,23 @@ class World:
         }
 
 
+# Words no page people read may show: the contracts' function and event names, the formulas' symbols,
+# an encoder's name, a repository path, a method's name or an error's insides. /how/ explains the
+# symbols and names the method (SYMBOLS), so there only the others are refused.
+SYMBOLS = ("S_h", "w_h", "F_D", "λ", "Bradley", "lambdaWad")
+EVENTS = ("HumanEvaluated", "AutoEvaluated", "ReputationUpdated", "BattleOpened", "Voted event", "ModelAdded")
+JARGON = ("humEval", "autoEval", "updateReputation", "addModel", "addContext", "openBattle", "updateModelMetadata",
+          "grantRole", "MiniLM", "encoder", "docs/", ".md ", "Traceback", "Exception", "errno", "None)")
+
+
+def jargon_on(page, name: str) -> list[str]:
+    """The refused words in the text of the page's main part (folded parts included: a click opens them)."""
+    text = page.locator("main").text_content() or ""
+    words = JARGON + EVENTS + (() if name == "how" else SYMBOLS)
+    return [f"{name} ({page.url}): {word!r} in …{text[max(0, text.index(word) - 60):text.index(word) + 40]!r}…"
+            for word in words if word in text]
+
+
 def build(tmp_path) -> World:
     writing = context_id("writing")
     names = [f"{'very-long-model-name-' if k % 3 == 0 else ''}model-{k:02d}-7b-instruct" for k in range(12)]
@@ -104,6 +121,37 @@ def build(tmp_path) -> World:
     item = disagreement(1, reasoning=LONG_REASONING)
     return World(context=writing, model_id="0x" + "01" * 32, conversation=conversation.pk, evidence=evidence,
                  registered=registered.pk, item=item.pk)
+
+
+def with_arena(world: World) -> World:
+    """Arena columns on the world's boards, as counted votes leave them: eight of the twelve models with an
+    Elo and its interval (one from a single vote, so without one), the others never in a battle."""
+    from apps.leaderboard.models import ArenaBoard, ArenaEntry
+
+    voted = [k for k in range(12) if k % 3 != 2][:8]
+    for ctx in (world.context, GLOBAL):
+        lines = []
+        for place, k in enumerate(sorted(voted, key=lambda k: -k)):
+            battles = 1 if place == len(voted) - 1 else 6 + 3 * k
+            elo = 1180 - 35 * place
+            spread = 0 if battles == 1 else 420 / battles ** 0.5
+            wins = round(battles * (0.7 - 0.05 * place))
+            lines.append(ArenaEntry(model_id="0x" + f"{k + 1:02x}" * 32, context_id=ctx, elo=elo,
+                                    ci_low=elo - spread, ci_high=elo + spread, rank=1 + place // 2, battles=battles,
+                                    wins=wins, ties=0, losses=battles - wins, win_rate=wins / battles,
+                                    style_elo=elo - 10, style_ci_low=elo - 10 - spread, style_ci_high=elo - 10 + spread,
+                                    style_rank=1 + place // 2))
+        ArenaEntry.objects.bulk_create(lines)
+        ranking = [line.model_id for line in lines]
+        ArenaBoard.objects.create(context_id=ctx, generation=1, computed_generation=1, votes=63, style_votes=60,
+                                  last_vote_block=3, seed=7, bootstrap=200, style_bootstrap=100, ranking=ranking,
+                                  win_rates=[[None if a == b else 0.5 + (b - a) / 20 for b in range(len(ranking))]
+                                             for a in range(len(ranking))],
+                                  coefficients=[{"feature": "length", "value": 0.21, "ci_low": 0.05, "ci_high": 0.38},
+                                                {"feature": "markdown", "value": 0.04, "ci_low": -0.1,
+                                                 "ci_high": 0.17}])
+    entries.bump(None)
+    return world
 
 
 def log_in(page, who: str) -> None:

@@ -101,13 +101,16 @@ class World:
     calls: list[OutboxItem] = field(default_factory=list)
 
     def evaluation(self, user: str, *, sa=6 * 10**17, wa=5 * 10**17, reference=True,
-                   answers=(4, 5, 3, 4, 3, 2), relayed: bool = False) -> str:
-        """Queue autoEval, humEval and updateReputation of one new interaction; returns its id.
-        `relayed`: the rating is a request signed with the user's stored key, relayed by the relayer."""
-        iid = rand_id()
+                   answers=(4, 5, 3, 4, 3, 2), relayed: bool = False, iid: str | None = None,
+                   evidence_cid: str | None = None) -> str:
+        """Queue autoEval, humEval and updateReputation of one new interaction (`iid`, by default a new
+        one); returns its id. `relayed`: the rating is a request signed with the user's stored key, relayed
+        by the relayer. `evidence_cid`: its evidence record's (by default a CID of nothing anyone holds)."""
+        iid = iid or rand_id()
         auto = outbox.enqueue("autoEval", self.oracle, {
             "interactionId": iid, "modelId": self.model, "contextId": self.context, "user": user,
-            "hasReference": reference, "sA": str(sa), "wA": str(wa), "evidenceCid": f"bafy{iid[2:14]}"})
+            "hasReference": reference, "sA": str(sa), "wA": str(wa),
+            "evidenceCid": evidence_cid or f"bafy{iid[2:14]}"})
         names = ("reliability", "completeness", "utility", "familiarity", "trust", "uncertainty")
         rating = {"interactionId": iid, **dict(zip(names, answers))}
         if relayed:

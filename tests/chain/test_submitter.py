@@ -125,11 +125,33 @@ def test_a_duplicate_counts_as_done_only_when_the_chain_record_matches(world, ad
     assert onchain_counts(world)[0] == 2
 
 
-def test_the_indexer_rebuilds_the_same_tables_from_scratch(world):
-    for user in world.users:
-        world.evaluation(user, reference=user != world.users[1])
+def test_the_indexer_rebuilds_the_same_tables_from_scratch(world, settings, tmp_path):
+    from apps.chain.evidence import LocalBlobStore
+    from lib import records
+
+    settings.LLMCHAIN_IPFS_DIR = tmp_path
+    for k, user in enumerate(world.users):  # the first two answers' records are here: their lengths too
+        iid = rand_id()
+        record = records.interaction_evidence(
+            interaction_id=iid, context_id=world.context, context_name="reasoning", prompt="Q?", model_id=world.model,
+            answer="forty-two " * (k + 1), references=[], metric={"name": "test"}, sa=0, wa=0)
+        world.evaluation(user, reference=user != world.users[1], iid=iid,
+                         evidence_cid=LocalBlobStore(tmp_path).put(records.canonical(record)) if k < 2 else None)
     drain(Submitter(world.ledger))
-    indexer.index_until_head(world.ledger)
+    # No block is mined between the two readings: both index the same blocks.
+    world.ledger.client.request("evm_setIntervalMining", [0])
+    try:
+        indexer.index_until_head(world.ledger)
+        rebuilt, before = rebuild_and_dump(world.ledger)
+    finally:
+        world.ledger.client.request("evm_setIntervalMining", [1])
+    assert rebuilt == before
+    chars = sorted(LedgerInteraction.objects.exclude(answer_chars=None).values_list("answer_chars", flat=True))
+    assert chars == [10, 20]
+
+
+def rebuild_and_dump(ledger):
+    """The indexed tables rebuilt from scratch, and as they were before."""
 
     def dump():
         tables = {}
@@ -142,8 +164,8 @@ def test_the_indexer_rebuilds_the_same_tables_from_scratch(world):
     assert before["ReputationChange"] and before["LedgerInteraction"]
     indexer.reset()
     assert not Reputation.objects.exists()
-    indexer.index_until_head(world.ledger)
-    assert dump() == before
+    indexer.index_until_head(ledger)
+    return dump(), before
 
 
 def test_the_audit_command_fails_when_a_database_row_is_tampered(world, ledger_node, settings, capsys):

@@ -156,3 +156,30 @@ def test_a_permanent_error_ends_the_worker_loop_and_until_ends_it_when_its_work_
     left = [3, 2, 1]
     work.run_worker(lambda: left.pop(), idle_sleep=0.01, until=lambda: not left)
     assert left == []
+
+
+def test_in_turns_lets_each_kind_of_work_go_in_turn_while_both_have_some():
+    from apps.chain.work import in_turns
+
+    done = []
+    debates, qualifications = iter(range(10)), iter(range(2))
+
+    def debate():
+        n = next(debates, None)
+        if n is not None:
+            done.append("debate")
+        return int(n is not None)
+
+    def qualify():
+        n = next(qualifications, None)
+        if n is not None:
+            done.append("qualify")
+        return int(n is not None)
+
+    step = in_turns(debate, qualify)
+    while step():
+        pass
+    # Both queues were full from the start: the qualifications go second and fourth, not after all ten debates.
+    assert done[:4] == ["debate", "qualify", "debate", "qualify"]
+    assert done.count("debate") == 10 and done.count("qualify") == 2
+    assert step() == 0  # nothing left in either

@@ -171,7 +171,10 @@ def test_what_counts_as_naming_itself(stage, text, named):
     assert arena.names_itself(models[0], text) is named
 
 
-def test_the_vote_goes_on_chain_after_both_answers_signed_by_the_user_and_relayed(stage, deployed):
+def test_the_vote_goes_on_chain_after_both_answers_signed_by_the_user_and_relayed(stage, deployed, monkeypatch):
+    from apps.chain import relay
+
+    monkeypatch.setattr(relay, "vote_blocker", lambda signer, model_ids: "")  # the chain's own checks: tests/security
     writing, models, alice = stage
     battle = arena.start_battle(alice, writing, random.Random(6))
     a, b = _answered(battle)
@@ -186,11 +189,15 @@ def test_the_vote_goes_on_chain_after_both_answers_signed_by_the_user_and_relaye
     battle.refresh_from_db()
     opened, voted = battle.open_item, battle.vote_item
     assert battle.status == "queued"
-    assert (opened.function, opened.sender_address) == ("openBattle", oracle_address())
+    # Both relayed in one atomic group, in the lane of the oracle's relayer: openBattle signed by the oracle.
+    group = f"battle:{battle.battle_id}"
+    assert (opened.function, opened.sender_address, opened.signer, opened.atomic_group) == (
+        "openBattle", relayer_address(oracle_address(battle.battle_id)), oracle_address(battle.battle_id), group)
     assert opened.payload == {"battleId": battle.battle_id, "interactionA": a.interaction_id,
                               "interactionB": b.interaction_id, "voided": False}
-    assert (voted.function, voted.sender_address, voted.signer) == ("vote", relayer_address(), alice.profile.address)
-    assert voted.payload == {"battleId": battle.battle_id, "outcome": 2} and voted.depends_on_id == opened.pk
+    assert (voted.function, voted.sender_address, voted.signer, voted.atomic_group) == (
+        "vote", opened.sender_address, alice.profile.address, group)
+    assert voted.payload == {"battleId": battle.battle_id, "outcome": 2} and voted.depends_on_id is None
     assert voted.request["from"] == alice.profile.address and voted.relay_nonce == 0
 
 

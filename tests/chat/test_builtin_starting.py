@@ -124,3 +124,51 @@ def test_serve_model_says_it_is_starting_then_serving_and_clears_its_status_when
         proc.terminate()
         proc.wait(30)
     assert not status_file.exists()
+
+
+class _Exited:
+    """A server process that exited before it served."""
+
+    def __init__(self, code: int):
+        self.code = code
+
+    def poll(self) -> int:
+        return self.code
+
+
+def test_a_server_that_dies_while_starting_is_recorded_as_failed_at_once(builtin):
+    from ops.management.commands.up import Command
+
+    model, status = builtin
+    status.step("converting", 10, 272)
+    assert starting(model) is not None
+    began = time.monotonic()
+    Command._offer_when_up(BUILTIN_NAME, status.path, _Exited(137), poll_s=0.01)
+    assert time.monotonic() - began < 5  # it returns, rather than waiting for the status to go stale
+    assert read_status(status.path)["state"] == "failed"
+    model.refresh_from_db()
+    assert starting(model) is None and not model.healthy
+    assert model.health_error == "its server stopped while starting (exit code 137)"
+
+
+def test_a_server_still_starting_is_waited_for(builtin):
+    import threading
+
+    from ops.management.commands.up import Command
+
+    class Running:
+        def poll(self):
+            return None
+
+    model, status = builtin
+    status.step("loading")
+    waiter = threading.Thread(target=Command._offer_when_up, args=(BUILTIN_NAME, status.path, Running(), 0.01),
+                              daemon=True)
+    waiter.start()
+    waiter.join(0.3)
+    assert waiter.is_alive()  # a live server's start is not cut short
+    status.failed("stopped by the test")
+    waiter.join(5)
+    assert not waiter.is_alive()
+    model.refresh_from_db()
+    assert model.health_error != "its server stopped while starting (exit code 137)"

@@ -106,3 +106,30 @@ async def test_empty_prompts_and_strangers_are_refused(replay_model):
     connected, code = await communicator.connect()
     assert not connected and code == 4403
     assert not await sync_to_async(Interaction.objects.exists)()
+
+
+async def test_the_first_message_renames_the_page_heading_without_a_reload(replay_model):
+    """The conversation is named by its first message: the socket's first frame carries the new heading
+    (escaped) for htmx to swap in; later messages, and a conversation its owner named, leave it be."""
+    from asgiref.sync import sync_to_async
+    from django.test import Client
+    from django.urls import reverse
+
+    from apps.chat.conversations import rename_conversation
+    model, writing = replay_model
+    alice = await sync_to_async(user)("alice")
+    conversation = await sync_to_async(start_conversation)(alice, model, writing)
+    client = Client()
+    await sync_to_async(client.force_login)(alice)
+    page = await sync_to_async(client.get)(reverse("conversation", args=[conversation.pk]))
+    assert f'<h1 id="conversation-heading">{model.name} · writing</h1>' in page.content.decode()
+
+    heading = '<h1 id="conversation-heading" hx-swap-oob="true">'
+    frames = await ask(conversation, alice, QUESTION)
+    assert [f for f in frames if heading in f] == [frames[0]]
+    assert f"{heading}Write a haiku about &lt;b&gt;ledgers&lt;/b&gt;.</h1>" in frames[0]
+    assert heading not in "".join(await ask(conversation, alice, FOLLOW_UP))
+
+    named = await sync_to_async(start_conversation)(alice, model, writing)
+    await sync_to_async(rename_conversation)(alice, named, "Haiku practice")
+    assert heading not in "".join(await ask(named, alice, QUESTION))

@@ -165,3 +165,27 @@ async def test_a_non_streamed_call_waits_for_the_whole_reply_as_long_as_its_call
     await g.chat(ENDPOINT, [{"role": "user", "content": "hi"}])
     await g.chat(ENDPOINT, [{"role": "user", "content": "hi"}], read_timeout=500)
     assert seen == [60.0, 500]
+
+
+async def test_a_non_streamed_reply_that_did_not_come_in_time_is_not_asked_for_again():
+    """The endpoint still works on a request whose reply timed out: a second ask would queue the same
+    work behind it. A refused connection reached no one, and is tried again."""
+    calls = []
+
+    def slow(request):
+        calls.append(request.extensions["timeout"]["read"])
+        raise httpx.ReadTimeout("", request=request)
+
+    with pytest.raises(EndpointUnavailable, match="timed out"):
+        await gateway(slow, retries=2).chat(ENDPOINT, [{"role": "user", "content": "hi"}], read_timeout=180)
+    assert calls == [180]
+
+    refused = []
+
+    def down(request):
+        refused.append(1)
+        raise httpx.ConnectError("refused", request=request)
+
+    with pytest.raises(EndpointUnavailable, match="unreachable"):
+        await gateway(down, retries=2).chat(ENDPOINT, [{"role": "user", "content": "hi"}], read_timeout=180)
+    assert len(refused) == 3

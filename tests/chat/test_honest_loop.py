@@ -118,14 +118,18 @@ def test_an_answer_no_other_model_answered_has_no_automatic_score(world):
         {"model": "0x" + "ab" * 32, "name": "zeta-70b", "pk": 0, "text": None, "error": "no answer within 60 s"}], "0", "0"
     job.save()
     html = render_to_string("chat/_evaluation.html", {"i": interaction, "job": job})
-    assert "no automatic score: no other model answered" in html
+    assert "so this answer has no automatic score" in html
     assert "1 other model asked, none answered" in html and "answer compared with theirs" not in html
     api = APIClient()
     api.force_authenticate(world["alice"])
     evaluation = api.get(f"/api/interactions/{interaction.pk}").json()["evaluation"]
     assert evaluation["has_reference"] is False and evaluation["sa"] is None and evaluation["wa"] is None
     assert evaluation["note"] == "no automatic score: no other model answered"
-    job.references[0].update(text="Mittens.", score=str(6 * 10**17))
+    job.references = []  # no other model online to ask: said once, not twice in other words
+    html = render_to_string("chat/_evaluation.html", {"i": interaction, "job": job})
+    assert "no other model online can answer this question" in html and html.count("no other model") == 1
+    job.references = [{"model": "0x" + "ab" * 32, "name": "zeta-70b", "pk": 0, "text": "Mittens.",
+                       "score": str(6 * 10**17), "error": ""}]
     job.sa, job.wa = str(6 * 10**17), str(7 * 10**17)
     job.save()
     html = render_to_string("chat/_evaluation.html", {"i": interaction, "job": job})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import struct
 import time
@@ -204,3 +205,25 @@ def test_a_client_that_resets_its_keep_alive_connection_leaves_no_traceback(mode
         new = log.read().decode(errors="replace")
     assert new.count('"GET /v1/models HTTP/1.1" 200') == 4
     assert "Traceback" not in new and "Connection reset" not in new
+
+
+def test_a_non_streamed_answer_stops_when_its_client_goes_away(model_server):
+    """A judge whose read timeout ran out closes its connection: the server stops generating the answer
+    nobody will read, instead of spending the model on it while the next requests wait their turn."""
+    before = model_server.log_file.stat().st_size
+    host, port = model_server.url.removeprefix("http://").removesuffix("/v1").rsplit(":", 1)
+    body = json.dumps({"model": model_server.model, "messages": STORY, "max_tokens": 1000, "temperature": 0}).encode()
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer "
+                     f"{model_server.api_key}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                     f"\r\n".encode() + body)
+        time.sleep(1)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with model_server.log_file.open("rb") as log:
+            log.seek(before)
+            found = re.search(rb"went away after (\d+) of at most 1000 tokens: generation stopped", log.read())
+        if found:
+            break
+        time.sleep(0.2)
+    assert found and int(found.group(1)) < 1000

@@ -8,7 +8,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.test import Client
 
-from apps.chain.models import OutboxItem
+from apps.chain.models import LedgerInteraction, OutboxItem
 from apps.chat.conversations import begin_interaction, finish_interaction, start_conversation
 from apps.chat.models import Rating
 from apps.chat.ratings import prefill, queue_waiting, submit_rating, what_it_did
@@ -107,6 +107,32 @@ def test_what_a_rating_did_is_said_in_words(answered):
                         [{"context": "coding", "done": True, "r": (None, 55 * 10**16)}])
     assert "counted for 0.600" in first and "set m's first reputation in coding at 0.5500" in first
     assert what_it_did(interaction, onchain, [{**moves[0], "done": False}]) == ""  # not known yet
+    # A first rating's time counts from signing up, not from a previous rating there was none of.
+    said = what_it_did(interaction, onchain, moves, first=True)
+    assert "(it is your first, 5 minutes after you signed up, and a rating this soon" in said
+    assert "previous rating" not in said
+    first = what_it_did(interaction, SimpleNamespace(wh=6 * 10**17, d_minutes=1440 * 10**18, has_reference=False),
+                        [{"context": "coding", "done": True, "r": (None, 55 * 10**16)}], first=True)
+    assert "time since you signed up raises it" in first and "previous rating" not in first
+    # A move that rounds to nothing is said so, not split into two zeros.
+    tiny = what_it_did(interaction, SimpleNamespace(wh=10**15, d_minutes=2 * 10**18, has_reference=True, wa=5 * 10**17,
+                                                    sh=9 * 10**17, sa=2 * 10**17),
+                       [{"context": "coding", "done": True, "r": (5 * 10**17, 5 * 10**17 + 3 * 10**13)}])
+    assert "It left m's reputation in coding at 0.5000: a rating of this weight moves it by less than 0.0001." in tiny
+    assert "from your rating" not in tiny
+
+
+def test_a_rating_is_first_when_it_is_its_raters_only_one_in_the_earliest_block_holding_theirs():
+    def row(n: int, user: str, block: int | None) -> LedgerInteraction:
+        return LedgerInteraction.objects.create(
+            interaction_id=f"0x{n:064x}", model_id="0x" + "a" * 64, context_id="0x" + "c" * 64, user=user,
+            has_reference=False, sa=0, wa=0, evidence_cid="cid", auto_tx="0x", auto_block=1, human_block=block,
+            sh=None if block is None else 5 * 10**17)
+    rows = {r.interaction_id: r for r in [row(1, "0xaa", 10), row(2, "0xaa", 12), row(3, "0xbb", 11),
+                                          row(4, "0xbb", 11), row(5, "0xcc", None), row(6, "0xdd", 20)]}
+    row(7, "0xdd", 15)  # 0xdd's first rating is on another page: the one here is not its first
+    assert LedgerInteraction.first_ratings(rows) == {f"0x{1:064x}"}  # 0xbb rated twice in its first block: neither is told "first"
+    assert LedgerInteraction.first_ratings({}) == set()
 
 
 def test_a_move_of_r_is_credited_to_the_rating_and_to_the_automatic_score_that_caused_it(answered):

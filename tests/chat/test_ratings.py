@@ -7,10 +7,10 @@ from django.test import Client
 
 from apps.chain import outbox
 from apps.chain.keys import oracle_address
-from apps.chain.models import OutboxItem
+from apps.chain.models import LedgerInteraction, OutboxItem
 from apps.chat.conversations import begin_interaction, finish_interaction, start_conversation
 from apps.chat.models import Profile, Rating
-from apps.chat.ratings import queue_waiting, queue_waiting_ratings, submit_rating
+from apps.chat.ratings import queue_waiting, queue_waiting_ratings, refresh, settle_ratings, submit_rating
 from apps.chat.registry import ModelFields, register_model
 from apps.oracle.models import EvaluationJob
 from tests.personas import developer, outsider, user
@@ -150,3 +150,30 @@ def test_the_api_takes_one_rating_and_reports_its_progress(answered):
     api.force_authenticate(mallory)
     assert api.post(url, {k: int(v) for k, v in GOOD.items()}, format="json").status_code == 404
     assert Rating.objects.count() == 1
+
+
+def test_confirmed_ratings_are_on_chain_once_indexed_and_settled_in_one_read_of_the_index(answered,
+                                                                                          django_assert_num_queries):
+    alice, first = answered
+    turns = [first]
+    for k in range(2):
+        turns.append(begin_interaction(alice, first.conversation, f"And {k}?"))
+        finish_interaction(turns[-1], str(k))
+    for turn in turns:
+        auto_eval_queued(turn)
+        submit_rating(alice, turn, GOOD)
+    queue_waiting_ratings()
+    OutboxItem.objects.filter(function__in=["humEval", "updateReputation"]).update(status="confirmed")
+    for k, turn in enumerate(turns):  # the indexer has the last one's humEval, not yet its updateReputation
+        LedgerInteraction.objects.create(
+            interaction_id=turn.interaction_id, model_id="m", context_id="c", user=alice.profile.rating_address,
+            has_reference=False, sa=0, wa=0, evidence_cid="bafkreitest", auto_tx="0x1", auto_block=1, sh=0, wh=0,
+            human_tx="0x2", human_block=2, reputation_tx="" if k == 2 else "0x3", reputation_block=3)
+    ratings = list(Rating.objects.select_related("interaction", "hum_item", "update_item").order_by("pk"))
+    indexed = {row.interaction_id: row for row in LedgerInteraction.objects.all()}
+    with django_assert_num_queries(0):  # a page passes the rows it read for all its turns
+        assert [refresh(r, indexed).status for r in ratings] == ["onchain", "onchain", "queued"]
+    assert refresh(Rating.objects.get(interaction=turns[0])).status == "onchain"  # read for itself
+    with django_assert_num_queries(4):  # the ratings, the index, and a write for each that changed
+        assert settle_ratings() == 2
+    assert list(Rating.objects.order_by("pk").values_list("status", flat=True)) == ["onchain", "onchain", "queued"]

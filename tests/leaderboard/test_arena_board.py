@@ -403,7 +403,7 @@ def test_a_board_without_votes_says_so(client):
     page = client.get("/", {"context": CTX}).content.decode()
     assert "No arena vote has been counted on this board yet" in page and "win-matrix" not in page
     data = client.get(f"/api/boards/{CTX}").json()
-    assert data["arena"] is None and "Bradley–Terry" in data["arena_text"]
+    assert data["arena"] is None and "Arena Elo turns those votes into one score per model" in data["arena_text"]
     row = (data["ranked"] + data["provisional"])[0]
     assert (row["arena_elo"], row["battles"]) == (None, 0)
 
@@ -436,3 +436,24 @@ def test_the_json_and_the_csv_carry_the_arena_columns(arena_board, client):
                                                                          str(one.style_rank))
     five = dict(zip(table[0], table[-1]))
     assert five["model_id"] == mid(5) and (five["arena_elo"], five["battles"], five["arena_rank"]) == ("", "0", "")
+
+
+def test_two_processes_marking_a_new_board_stale_at_once_both_count(monkeypatch):
+    """The indexer and a rebuild both find no row for a new board: the one that inserts second moves the
+    row the first created instead of failing on its unique context."""
+    from django.db.models import QuerySet
+
+    context = "0x" + "ab" * 32
+    real_update = QuerySet.update
+    raced = []
+
+    def update(self, **fields):
+        if self.model is ArenaBoard and not raced:
+            raced.append(True)
+            ArenaBoard.objects.create(context_id=context, generation=1)  # the other process, just before
+            return 0
+        return real_update(self, **fields)
+
+    monkeypatch.setattr(QuerySet, "update", update)
+    arena_entries._next_generation(context)
+    assert raced and ArenaBoard.objects.get(context_id=context).generation == 2

@@ -25,7 +25,8 @@ HEADLINE = ("p50_ms", "p95_ms", "p99_ms", "rps", "clients", "evaluations")
 def bench(folder: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "manage.py", "bench", "boards", "--dir", str(folder), *args], cwd=REPO,
                           capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "LLMCHAIN_VAR_DIR": str(folder.parent / "var")})
+                          env={**{k: v for k, v in os.environ.items() if k != "LLMCHAIN_BOARD_MAX_STALE_S"},
+                               "LLMCHAIN_VAR_DIR": str(folder.parent / "var")})  # the site's own bound
 
 
 def last_json(proc: subprocess.CompletedProcess) -> dict:
@@ -86,9 +87,16 @@ def test_it_prints_its_figures_with_the_json_headline_last(tiny_run):
     out = proc.stdout
     for line in ("cached (the site as configured)", "uncached (baseline: no response cache, DummyCache)", "  page ", "  api ", "  all "):
         assert line in out
+    assert summary["cache"]["current_share"] == 1.0, "at rest, every board view served was kept and current"
     live = summary["live"]  # the same load while evaluations are folded and their boards invalidated
     assert live["errors"] == 0 and live["rps"] > 0 and live["folded"]["folded"] >= 100
     assert "cached, live: 100 evaluations/s folded" in out and "folded meanwhile:" in out
+    # What the board cache answered meanwhile: every answer one of these, and the renders it cost.
+    cache = live["cache"]
+    assert sum(cache[k] for k in ("current_share", "stale_share", "waited_share", "rendered_share")) == \
+        pytest.approx(1, abs=1e-3)
+    assert cache["renders_per_s"] > 0 and live["max_stale_s"] == 5
+    assert "% stale (at most 5 s)" in out and "renders/s" in out
 
 
 @pytest.mark.slow
@@ -140,6 +148,27 @@ def test_a_second_run_reuses_the_filled_database(tiny_run):
     summary = last_json(proc)
     assert "setup: reusing" in proc.stdout and "baseline" not in summary
     assert summary["setup_s"] == first["setup_s"] and summary["errors"] == 0
+
+
+@pytest.mark.slow
+def test_a_database_filled_under_other_migrations_is_migrated_not_filled_again(tiny_run):
+    folder, _, _ = tiny_run
+    sidecar = folder / "boards.json"
+    recorded = json.loads(sidecar.read_text())
+    changed = {**recorded, "params": {**recorded["params"], "schema": [*recorded["params"]["schema"], "x.0001_old"]}}
+    sidecar.write_text(json.dumps(changed))
+    db = sqlite3.connect(folder / "boards.sqlite3")
+    db.execute("DELETE FROM leaderboard_entrystate")  # the rebuild writes them again
+    db.commit()
+    proc = bench(folder, *TINY, "--fill-only")
+    summary = last_json(proc)
+    assert "migrating it and rebuilding its board entries" in proc.stdout and "filling" not in proc.stdout
+    assert summary["fill_only"] and "p95_ms" not in summary
+    now = json.loads(sidecar.read_text())
+    assert now["params"] == recorded["params"] and now["filled_at"] == recorded["filled_at"]
+    count = lambda table: db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]  # noqa: E731
+    assert count("leaderboard_entrystate") == count("leaderboard_boardentry") == 12
+    assert count("chain_interaction") == 2000
 
 
 def test_it_refuses_a_database_it_did_not_fill(tmp_path):

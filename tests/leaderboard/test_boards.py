@@ -77,6 +77,19 @@ def test_a_board_where_nobody_rated_ranks_nothing_and_says_so():
     board = boards.build_board(CTX)
     assert board.ranked == [] and names(board.provisional) == ["m2", "m3", "m1"]  # by automatic score
     assert board.order_text.startswith("No model is ranked here yet")
+    assert board.unranked_order_text == "Listed by their automatic score (Ra)."
+
+
+def test_models_whose_automatic_scores_never_moved_are_said_to_be_listed_by_name(client):
+    """A metric that earned no weight leaves every Ra at its start: the list is by name and says so."""
+    Context.objects.create(context_id=CTX, name="math", block_number=1)
+    for k, name in enumerate(("zulu", "alpha", "mike"), start=1):
+        rep(k, 0.5, ra=0.5, n_auto=6, name=name)
+    board = boards.build_board(CTX)
+    assert names(board.provisional) == ["alpha", "mike", "zulu"]
+    assert board.unranked_order_text.startswith("Listed by name: their automatic scores (Ra) are all the same")
+    page = client.get(f"/?context={CTX}").content.decode()
+    assert "Listed by name" in page and "Listed by their automatic score" not in page
 
 
 @pytest.mark.parametrize("sort, direction, expected", [

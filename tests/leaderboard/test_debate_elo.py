@@ -123,13 +123,13 @@ def test_the_page_shows_the_column_beside_r_with_the_debates_counted(client, deb
     page = client.get("/", {"context": CTX}).content.decode()
     expected = bradley_terry(EXPECTED)
     assert f"{expected[mid(2)]:.0f}" in cell(page, 2) and "3 debates" in cell(page, 2)
-    assert 'title="Bradley–Terry rating from 2 settled debates"' in cell(page, 1)
+    assert 'title="rating from 2 settled debates"' in cell(page, 1)
     assert "—" in cell(page, 4) and "debate" not in cell(page, 4).replace("no settled debate", "")
     header = page[page.index("<thead>"):page.index("</thead>")]
     assert header.index('data-sort="r"') < header.index('data-sort="debate_elo"')
     assert 'name="board-column" value="debate-elo"' in page, "one of the columns a click away"
     assert f"?context={CTX}&amp;sort=debate_elo&amp;dir=desc" in header
-    assert "Debate Elo is a Bradley–Terry rating" in page and "not on-chain" in page
+    assert "Debate Elo is a rating on the Elo scale" in page and "not on-chain" in page
 
 
 def test_names_and_model_output_are_escaped(client, debated):

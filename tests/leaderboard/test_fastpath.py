@@ -37,6 +37,13 @@ def versions(monkeypatch):
 
 
 async def get(app, path, query=b"", headers=(), method="GET"):
+    """(status, headers, body) of the answer, without its X-Board-Cache label (`fetch` has it)."""
+    status, sent_headers, body, _ = await fetch(app, path, query, headers, method)
+    return status, sent_headers, body
+
+
+async def fetch(app, path, query=b"", headers=(), method="GET"):
+    """(status, headers, body, X-Board-Cache label or None) of the answer."""
     sent = []
 
     async def receive():
@@ -48,7 +55,9 @@ async def get(app, path, query=b"", headers=(), method="GET"):
     await app({"type": "http", "method": method, "path": path, "query_string": query, "headers": list(headers)},
               receive, send)
     start = sent[0]
-    return start["status"], start["headers"], b"".join(m.get("body", b"") for m in sent[1:])
+    label = dict(start["headers"]).get(b"X-Board-Cache")
+    return (start["status"], [h for h in start["headers"] if h[0] != b"X-Board-Cache"],
+            b"".join(m.get("body", b"") for m in sent[1:]), label)
 
 
 def test_board_reads_are_recognised():
@@ -87,7 +96,8 @@ async def test_the_key_is_the_part_of_the_board_django_serves_not_the_raw_header
     assert inner.calls == 3, 'Django reads a repeated HX-Target as "x,board-table": that is the board, not the table'
 
 
-async def test_the_answer_moves_with_the_boards_version(versions):
+async def test_the_answer_moves_with_the_boards_version(versions, settings):
+    settings.LLMCHAIN_BOARD_MAX_STALE_S = 0  # no answer served once its board changed
     inner = Inner()
     app = BoardResponseCache(inner, enabled=True)
     await get(app, "/", f"context={CTX}".encode())
@@ -136,7 +146,24 @@ async def test_the_store_is_bounded(versions, settings):
     for sort in ("r", "ra", "rh", "name"):
         await get(app, "/", f"sort={sort}".encode())
     assert app.size <= 40 and len(app.store) < 4
-    assert app.size == sum(len(v[2]) for v in app.store.values())
+    assert app.size == sum(len(v.packed) for v in app.store.values())
+
+
+async def test_the_inflated_copies_use_what_the_gzipped_answers_leave_of_twice_the_budget(versions, settings):
+    """Boards shrink ~6x gzipped: their inflated copies may outgrow the budget the gzipped ones need."""
+    settings.LLMCHAIN_BOARD_FASTPATH_MB = 1500 / 2**20
+
+    async def big(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/html")]})
+        await send({"type": "http.response.body", "body": scope["query_string"] * 100})
+
+    app = BoardResponseCache(big, enabled=True)
+    for sort in ("r", "ra"):
+        await get(app, "/", f"sort={sort:<8}".encode())  # 1,300 bytes each, ~40 gzipped
+    assert app.size < 100 and app.plain_size == 2600 > app.max_bytes, "both kept inflated"
+    await get(app, "/", b"sort=rh      ")  # a third would pass twice the budget: the oldest copy goes
+    assert len(app.plain) == 2 and list(app.plain)[0][1] == b"sort=ra      "
+    assert app.size + app.plain_size <= 2 * app.max_bytes and len(app.store) == 3
 
 
 def test_disabled_by_setting(settings):
@@ -162,3 +189,198 @@ async def test_a_kept_board_is_sent_gzipped_to_who_takes_it_and_plain_to_anyone_
     else:
         assert b"Content-Encoding" not in named and body == plain
 
+
+
+# --- while the boards change: stale while revalidate, single flight ---------------------------------
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def monotonic(self):
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch, settings):
+    settings.LLMCHAIN_BOARD_MAX_STALE_S = 5
+    c = Clock()
+    monkeypatch.setattr(fastpath, "time", c)
+    return c
+
+
+class Gated(Inner):
+    """Inner whose answers wait for `gate` (a render under way) while it is set to an Event."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate = None
+
+    async def __call__(self, scope, receive, send):
+        if self.gate is not None:
+            await self.gate.wait()
+        await super().__call__(scope, receive, send)
+
+
+async def settle(app):
+    """Let the background renders finish."""
+    import asyncio
+
+    while app._tasks:
+        await asyncio.gather(*app._tasks)
+
+
+QUERY = f"context={CTX}".encode()
+
+
+async def test_a_changed_board_is_served_as_it_was_within_the_bound_while_one_render_makes_the_new_one(
+        versions, clock):
+    inner = Inner()
+    app = BoardResponseCache(inner, enabled=True)
+    assert (await fetch(app, "/", QUERY))[2:] == (b"call 1 / end", b"miss")
+    versions[CTX] = 2  # the indexer changed the board
+    clock.now += 1  # rendered 1 s ago: not due again before half the bound
+    assert (await fetch(app, "/", QUERY))[2:] == (b"call 1 / end", b"stale")
+    await settle(app)
+    assert inner.calls == 1
+    clock.now += 2  # 3 s: due; this request sets the render off and is served at once
+    assert (await fetch(app, "/", QUERY))[2:] == (b"call 1 / end", b"updating")
+    assert (await fetch(app, "/", QUERY))[3] == b"stale", "one render under way at a time"
+    await settle(app)
+    assert inner.calls == 2 and (await fetch(app, "/", QUERY))[2:] == (b"call 2 / end", b"hit")
+    assert app.stats()["renders"] == 2 and app.revalidations == 1
+
+
+async def test_a_kept_answer_is_never_served_beyond_the_bound(versions, clock):
+    inner = Gated()
+    app = BoardResponseCache(inner, enabled=True)
+    await fetch(app, "/", QUERY)
+    clock.now += 4
+    assert (await fetch(app, "/", QUERY))[3] == b"hit"  # still current 4 s later: known current now
+    versions[CTX] = 2
+    clock.now += 5  # 5 s since it was last known current: still within the bound
+    import asyncio
+    inner.gate = asyncio.Event()  # the render it sets off takes a while
+    assert (await fetch(app, "/", QUERY))[2:] == (b"call 1 / end", b"updating")
+    clock.now += 0.5  # past the bound: no request gets the old board any more, they wait for the new one
+    waiting = [asyncio.ensure_future(fetch(app, "/", QUERY)) for _ in range(3)]
+    await asyncio.sleep(0.05)
+    assert not any(w.done() for w in waiting)
+    inner.gate.set()
+    done = await asyncio.gather(*waiting)
+    assert [d[2:] for d in done] == [(b"call 2 / end", b"waited")] * 3 and inner.calls == 2
+    versions[CTX] = 3
+    clock.now += 6  # long after: the next request renders for itself
+    inner.gate = None
+    assert (await fetch(app, "/", QUERY))[2:] == (b"call 3 / end", b"miss")
+
+
+async def test_concurrent_requests_for_one_view_cost_one_render(versions, clock):
+    import asyncio
+
+    inner = Gated()
+    inner.gate = asyncio.Event()
+    app = BoardResponseCache(inner, enabled=True)
+    first = [asyncio.ensure_future(fetch(app, "/", QUERY)) for _ in range(20)]
+    other = asyncio.ensure_future(fetch(app, "/", QUERY + b"&sort=ra"))  # another view: its own render
+    await asyncio.sleep(0.05)
+    inner.gate.set()
+    answers = await asyncio.gather(*first)
+    await other
+    assert inner.calls == 2 and len({a[2] for a in answers}) == 1
+    assert sorted(a[3] for a in answers) == [b"miss"] + [b"waited"] * 19
+    versions[CTX] = 2
+    clock.now += 3
+    inner.gate = asyncio.Event()
+    answers = await asyncio.gather(*(fetch(app, "/", QUERY) for _ in range(20)))  # served at once, stale
+    assert sorted(a[3] for a in answers) == [b"stale"] * 19 + [b"updating"] and inner.calls == 2
+    inner.gate.set()
+    await settle(app)
+    assert inner.calls == 3
+
+
+async def test_with_a_stale_board_a_logged_in_user_and_an_error_still_go_to_django(versions, clock):
+    inner = Inner()
+    app = BoardResponseCache(inner, enabled=True)
+    await fetch(app, "/", QUERY)
+    versions[CTX] = 2
+    clock.now += 1
+    status, _, body, label = await fetch(app, "/", QUERY, headers=[(b"cookie", b"sessionid=abc")])
+    assert body.startswith(b"call 2") and label is None, "a logged-in user's board is rendered by Django for them"
+    inner.status = 500  # the render the next due request sets off fails
+    clock.now += 2
+    assert (await fetch(app, "/", QUERY))[2:] == (b"call 1 / end", b"updating")
+    await settle(app)
+    assert (await fetch(app, "/", QUERY))[2][:6] == b"call 1", "the failed render kept nothing: the old board stays"
+    clock.now += 3  # past the bound: the error goes to the client, and is not kept
+    assert (await fetch(app, "/", QUERY))[0::3] == (500, b"miss")
+    assert (await fetch(app, "/", QUERY))[0::3] == (500, b"miss")
+    inner.status = 200
+    assert (await fetch(app, "/", QUERY))[2:] == (b"call 6 / end", b"miss")
+
+
+async def test_after_its_board_changed_an_anonymous_reader_soon_gets_the_new_board(versions, clock):
+    inner = Inner()
+    app = BoardResponseCache(inner, enabled=True)
+    await fetch(app, "/", QUERY)
+    clock.now += 30
+    await fetch(app, "/", QUERY)  # still current: known so now
+    versions[CTX] = 2
+    seen = []
+    for _ in range(20):  # a reader every half second
+        clock.now += 0.5
+        seen.append((await fetch(app, "/", QUERY))[2])
+        await settle(app)
+    assert seen[0] == b"call 1 / end" and seen[-1] == b"call 2 / end" and inner.calls == 2
+    assert seen.index(b"call 2 / end") <= 2 * app.max_stale, "served the old board longer than the bound"
+
+
+async def test_without_a_stale_bound_every_reader_waits_for_the_one_render(versions, settings):
+    import asyncio
+
+    settings.LLMCHAIN_BOARD_MAX_STALE_S = 0
+    inner = Gated()
+    app = BoardResponseCache(inner, enabled=True)
+    await fetch(app, "/", QUERY)
+    versions[CTX] = 2
+    inner.gate = asyncio.Event()
+    waiting = [asyncio.ensure_future(fetch(app, "/", QUERY)) for _ in range(5)]
+    await asyncio.sleep(0.05)
+    inner.gate.set()
+    answers = await asyncio.gather(*waiting)
+    assert {a[2] for a in answers} == {b"call 2 / end"} and inner.calls == 2
+
+
+async def test_the_boards_versions_are_read_once_for_the_requests_that_need_them(monkeypatch):
+    import asyncio
+    import threading
+    import time
+
+    reads = []
+
+    def slow_read():
+        reads.append(threading.get_ident())
+        time.sleep(0.05)
+        return {"*": 1, CTX: 1}
+
+    monkeypatch.setattr(fastpath, "_read_versions", slow_read)
+    app = BoardResponseCache(Inner(), enabled=True)
+    await asyncio.gather(*(fetch(app, "/", QUERY) for _ in range(10)))
+    assert len(reads) == 1
+
+
+async def test_an_answer_is_kept_as_the_version_it_says_it_shows(versions, clock):
+    """The view may show a board a little older than the version just read (boards.reuse_within): it says
+    so, and the answer counts as at most that much older."""
+
+    async def older(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/html"), (b"X-Board-Version", b"1.1")]})
+        await send({"type": "http.response.body", "body": b"board at 1.1"})
+
+    versions[CTX] = 2
+    app = BoardResponseCache(older, enabled=True)
+    assert (await fetch(app, "/", QUERY))[3] == b"miss"
+    assert (await fetch(app, "/", QUERY))[2:] == (b"board at 1.1", b"stale"), "not the current version"
+    clock.now += 2.6  # 2.5 s older than the render when it was rendered: past the bound of 5 s now
+    assert (await fetch(app, "/", QUERY))[3] == b"miss"

@@ -169,7 +169,7 @@ def test_a_model_known_only_by_its_reputations_is_shown_without_metadata(client)
     response = get(client, MODEL.upper().replace("0X", "0x"))  # ids are read case-insensitively
     text = text_of(response.content.decode())
     assert response.status_code == 200
-    assert "not indexed yet" in text and "Global" in text
+    assert "not read from the chain yet" in text and "Global" in text
 
 
 def test_reputation_per_context_global_first(client, model):
@@ -223,9 +223,9 @@ def test_the_latest_evaluations_are_listed_newest_first_with_cids_and_transactio
     assert f"{tx(2003)[:10]}…{tx(2003)[-4:]}" in section
     row3 = row_text(section, "data-interaction", tx(3))
     assert "writing" in row3 and "0.8125" in row3 and "0.2500" in row3 and "0.9000" in row3 and "0.3750" in row3
-    assert "humEval" in row3 and "updateReputation" in row3
+    assert " rating 0x" in row3 and "reputation update 0x" in row3
     row1 = row_text(section, "data-interaction", tx(1))
-    assert "—" in row1 and "humEval" not in row1
+    assert "—" in row1 and "rating 0x" not in row1 and "automatic score 0x" in row1
     math_row = row_text(section, "data-interaction", tx(2))
     assert "math" in math_row
 

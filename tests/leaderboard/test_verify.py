@@ -27,6 +27,7 @@ from apps.chain.submitter import Submitter
 from apps.leaderboard import entries, verify
 from apps.leaderboard.boards import BoardRow
 from apps.leaderboard.models import BoardEntry
+from apps.leaderboard.views import verify as verify_page
 from apps.leaderboard.verify import (CidReader, SiteBoards, check_state, compare, rebuild_from_chain,
                                      verify_boards)
 from lib import records
@@ -91,6 +92,13 @@ def test_ranks_follow_the_served_minimum():
     bad = compare(served, chain, 2)  # with 2 it would be ranked first
     assert [(r.model_id[-2:], [c.column for c in r.cells if not c.equal]) for r in bad] == \
         [("01", ["rank"]), ("02", ["rank"])]
+
+
+def test_a_figure_is_written_finer_where_the_two_sides_would_otherwise_read_the_same():
+    text = verify._figure_text
+    assert (text("share", 0.8), text("share", 0.8, 0.8), text("share", 0.801, 0.8)) == ("80%", "80%", "80.10%")
+    assert (text("correlation", 0.42, 0.39), text("correlation", 0.4213, 0.4201)) == ("0.42", "0.4213")
+    assert (text("share", 0.8, True), text("weight", 0.123456, 0.1), text("count", 57)) == ("80%", "0.1235", "57")
 
 
 # --- the chain side, with no database at all -----------------------------------------------------
@@ -234,8 +242,10 @@ def test_the_served_boards_match_the_chain_and_each_tamper_is_reported(boards_wo
     assert cells["name"].chain == "alpha-7b" and cells["rank"].chain == 1 and cells["n_human"].chain == 3
     assert cells["band_lo"].chain is not None and cells["band_hi"].chain is not None
     assert {c.column: c for c in rows[w["beta"]].cells}["name"].served == "beta v2"
-    # 11 reputation cells and 10 arena cells a model (no battle here: "none" on both sides).
-    assert mine.verdict == f"The served board matches the chain: 2 models, {1 + 2 * 21} cells checked."
+    # 11 reputation cells, 10 arena cells (no battle here: "none" on both sides) and 4 weighted cells a model,
+    # the board's 11 validity figures (no vote here: not enough human signal, on both sides) and its 5 figures
+    # of people's ratings (answers without a text on IPFS: none counted, on both sides).
+    assert mine.verdict == f"The served board matches the chain: 2 models, {1 + 2 * 25 + 11 + 5} cells checked."
 
     # R of alpha in the context, one wei off: that cell and no other.
     BoardEntry.objects.filter(model_id=w["alpha"], context_id=w["context"]).update(r=F("r") + 1)
@@ -258,7 +268,7 @@ def test_the_served_boards_match_the_chain_and_each_tamper_is_reported(boards_wo
     BoardEntry.objects.filter(model_id=w["beta"], context_id=w["context"]).delete()
     report, = verify_boards(chain, SiteBoards(), [w["context"]])
     beta = next(r for r in report.rows if r.model_id == w["beta"])
-    assert beta.side == "chain" and beta.differing == 21
+    assert beta.side == "chain" and beta.differing == 25
     assert {m for m, _ in differing(report)} == {w["beta"]}
 
 
@@ -277,9 +287,10 @@ def test_the_command_exits_0_when_all_match_1_on_a_difference_2_on_bad_input(boa
         call_command("leaderboard", "verify", "--context", w["context"], stdout=out)
     assert exit_.value.code == 1
     text = out.getvalue()
-    assert "MISMATCH: 1 of 43 cells differ in 1 of 1 boards" in text, text
-    marked = [line for line in text.splitlines() if "*" in line and not line.startswith(("MISMATCH", " * The"))]
+    assert "MISMATCH: 1 of 67 cells differ in 1 of 1 boards" in text, text
+    marked = [line for line in text.splitlines() if "*" in line and not line.startswith(("MISMATCH", " * The", " * the"))]
     assert len(marked) == 2 and all("*3" in line or "*4" in line for line in marked), marked  # served 4, chain 3
+    assert " * the number of ratings of alpha-7b in reasoning differs: served 4, rebuilt 3\n" in text  # in words
 
     out = StringIO()
     with pytest.raises(SystemExit):
@@ -355,23 +366,31 @@ def test_a_visitor_verifies_a_live_site_with_only_a_node_and_the_addresses(board
 # --- the page ------------------------------------------------------------------------------------
 
 @pytest.mark.django_db
-def test_the_page_shows_the_verdict_and_highlights_tampered_cells(boards_world, client, settings):
+def test_the_page_shows_the_verdict_and_highlights_tampered_cells(boards_world, client, settings, monkeypatch):
     w = boards_world
     page = checked(client, context=w["context"])
     html = page.content.decode()
     assert page.status_code == 200
-    assert "The served board matches the chain: 2 models, 43 cells checked." in html, html
-    assert "computed by the contract with λ = 0.001 per minute" in html
+    assert "The served board matches the chain: 2 models, 67 cells checked." in html, html
+    assert "the decay rate it was deployed with (0.001 per minute)" in html
     assert 'class="mismatch"' not in html and "alpha-7b" in html
 
     entry = BoardEntry.objects.get(model_id=w["alpha"], context_id=w["context"])
     BoardEntry.objects.filter(pk=entry.pk).update(name='<script>alert("x")</script>', band_lo=entry.band_lo + 0.01)
     # A change behind the indexer's back (no new block, no new version) is checked at once.
+    # The weighted score's low end, served from the tampered band, differs with it (and is named in words).
     html = checked(client, context=w["context"]).content.decode()
-    assert "2 cells differ" in html
-    assert html.count('class="mismatch"') == 2
+    assert "3 cells differ" in html
+    assert html.count('class="mismatch"') == 3 and 'data-column="weighted_low" class="mismatch"' in html
+    assert "The low end of the weighted score of alpha-7b in reasoning differs: served " in html
+    assert "The low end of the R band of " in html  # every differing cell in words, the forged name escaped
     assert '<script>alert("x")' not in html and "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in html
     assert 'data-column="name" class="mismatch"' in html and 'data-column="band_lo" class="mismatch"' in html
+    # Past the view's NAMED_SHOWN, the differences are counted in words, not named.
+    named = html.split('<ul class="issues named">')[1].split("</ul>")[0].count("<li>")
+    monkeypatch.setattr(verify_page, "NAMED_SHOWN", 1)
+    shown = checked(client, context=w["context"]).content.decode().split('<ul class="issues named">')[1]
+    assert shown.split("</ul>")[0].count("<li>") == 2 and f"And {named - 1} more, highlighted below." in shown
 
     assert client.get("/verify/", {"context": "0xnope"}).status_code == 400
     assert client.get("/verify/", {"context": "0x" + "ee" * 32}).status_code == 404

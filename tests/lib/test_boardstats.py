@@ -6,7 +6,12 @@ import random
 import pytest
 
 from lib import boardstats
-from lib.boardstats import Change, Evaluation, Step, recorded_steps, r_band, summarize, thin
+from dataclasses import replace
+
+from hypothesis import given, settings, strategies as hs
+
+from lib.boardstats import (Change, Evaluation, Step, extend, recorded_steps, r_band, stride, summarize,
+                            summarize_with_tail, thin)
 from lib.reputation import GLOBAL_CONTEXT, WAD, ReputationModel, update
 
 CTX = b"\x01" * 32
@@ -175,14 +180,80 @@ def test_summary_thins_history_and_keeps_the_last_state():
     last = changes[-1]
     assert (s.ra, s.rh, s.r, s.n_auto, s.n_human, s.block, s.timestamp) == (
         last.ra, last.rh, last.r, last.n_auto, last.n_human, last.block, last.timestamp)
-    assert len(s.history["r"]) == boardstats.HISTORY_POINTS and s.history["i"][0] == 1
+    assert boardstats.HISTORY_POINTS // 2 < len(s.history["r"]) <= boardstats.HISTORY_POINTS
+    assert s.history["i"][0] == 1
     assert s.history["i"][-1] == len(changes) and s.history["r"][-1] == round(last.r / WAD, 6)
-    assert len(s.spark) == boardstats.SPARK_POINTS and s.spark[-1] == round(last.r / WAD, 6)
+    assert boardstats.SPARK_POINTS // 2 < len(s.spark) <= boardstats.SPARK_POINTS
+    assert s.spark[-1] == round(last.r / WAD, 6)
     assert s.band_lo is not None and s.band_lo <= s.band_hi and s.band_n > 2
     assert summarize("0xaa", "0xbb", [], {}) is None
 
 
 def test_thin():
-    assert thin(5, 10) == [0, 1, 2, 3, 4]
+    assert thin(5, 10) == [0, 1, 2, 3, 4] and thin(1, 10) == [0] and thin(0, 10) == []
     picked = thin(1000, 32)
-    assert picked[0] == 0 and picked[-1] == 999 and len(picked) == 32 and picked == sorted(set(picked))
+    assert picked[0] == 0 and picked[-1] == 999 and 16 < len(picked) <= 32 and picked == sorted(set(picked))
+    assert picked[:-1] == list(range(0, 999, 64)), "every stride-th index, then the last"
+
+
+@given(hs.integers(1, 5000), hs.integers(1, 3000), hs.sampled_from([2, 3, 32, 200]))
+def test_thinning_a_longer_series_keeps_only_points_kept_before(n, more, points):
+    """What lets a thinned series grow from its kept points alone."""
+    before, after = thin(n, points), thin(n + more, points)
+    assert len(after) <= points and after[0] == 0 and after[-1] == n + more - 1
+    assert n + more <= points or len(after) > points // 2
+    assert stride(n + more, points) >= stride(n, points)
+    assert set(k for k in after if k < n) <= set(before)
+
+
+def broken_copy(changes: list[Change], at: int) -> list[Change]:
+    """The history with R at change `at` moved by one wei (no rate gives that), counters kept."""
+    bad = list(changes)
+    prev = bad[at - 1]
+    bad[at] = replace(bad[at], n_auto=prev.n_auto, n_human=prev.n_human, r=bad[at].r + 1)
+    return bad
+
+
+@settings(max_examples=40, deadline=None)
+@given(hs.integers(0, 10_000), hs.integers(20, 500), hs.lists(hs.integers(1, 60), min_size=1, max_size=30),
+       hs.sampled_from([None, 0.3, 0.8]), hs.booleans())
+def test_extending_a_summary_chunk_by_chunk_gives_the_whole_histories_summary(seed, n, cuts, break_at, lazy):
+    """Whatever the chunks (one change, many, past the stride's doublings), with or without moves of
+    R in them, and through a change no rate explains: extend equals summarize on the whole."""
+    mirror, _ = run_random(seed, n=n)
+    model = MODELS[seed % len(MODELS)]
+    for ctx in (CTX, GLOBAL_CONTEXT):
+        changes, evals = mirror.history(model, ctx)
+        if len(changes) < 2:
+            continue
+        if break_at is not None:
+            changes = broken_copy(changes, max(1, int(len(changes) * break_at)))
+        whole = summarize("0xmodel", "0xctx", changes, evals)
+        first = cuts[0] % len(changes) + 1
+        summary, tail = summarize_with_tail("0xmodel", "0xctx", changes[:first], evals)
+        done, k = first, 1
+        while done < len(changes):
+            step = cuts[k % len(cuts)]
+            k += 1
+            new = changes[done:done + step]
+            kept = tail.steps
+            if lazy and not any(prev.n_auto == ch.n_auto and prev.n_human == ch.n_human
+                                for prev, ch in zip([tail.last, *new], new)):
+                tail = replace(tail, steps=None)  # the steps are needed only when R moves
+            summary, tail = extend("0xmodel", "0xctx", summary, tail, new,
+                                   {ch.interaction_id: evals[ch.interaction_id] for ch in new
+                                    if ch.interaction_id in evals})
+            if tail.steps is None:  # as the entries' state keeps them: unchanged
+                tail = replace(tail, steps=kept)
+            done += len(new)
+        assert summary == whole
+        assert tail.n == len(changes) and tail.last == changes[-1]
+
+
+def test_extending_needs_a_summary_thinned_as_thin_does():
+    mirror, _ = run_random(3, n=200)
+    changes, evals = mirror.history(MODELS[0], GLOBAL_CONTEXT)
+    summary, tail = summarize_with_tail("0xa", "0xb", changes[:-1], evals)
+    evenly = [round(k * (len(changes) - 2) / 31) for k in range(32)]  # the old even spread
+    with pytest.raises(ValueError):
+        extend("0xa", "0xb", replace(summary, spark=[0.5] * len(evenly)), tail, changes[-1:], evals)

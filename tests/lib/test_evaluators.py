@@ -103,6 +103,12 @@ def test_an_evaluator_registered_with_an_argument_is_asked_for_by_prefix():
         get_evaluator("geval")
 
 
+def test_an_evaluator_whose_argument_is_optional_is_asked_for_with_or_without_it():
+    register_evaluator("panel", lambda judge="": Judge(judge or "everyone"), argument_optional=True)
+    assert get_evaluator("panel").model == "everyone" and get_evaluator("panel:llama-3-8b").model == "llama-3-8b"
+    assert "panel[:<argument>]" in available_evaluators()
+
+
 def test_an_evaluator_without_arguments_refuses_one():
     with pytest.raises(EvaluatorError, match="takes no argument"):
         get_evaluator("length:words")

@@ -3,12 +3,14 @@ rule on the same decided pairs, the paired margin, and the weight it earns (lib/
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
 
 from lib.evaluators import Length, get_evaluator, log_length_ratio
-from lib.metaeval import bootstrap_counts, prefers_longer, validity, validity_factor_wad
+from lib import metaeval
+from lib.metaeval import bootstrap_counts, percentile_bounds, prefers_longer, validity, validity_factor_wad
 from lib.records import WAD, RecordError, canonical, interaction_evidence
 from lib.weighting import WeightingError, expected_wa, parse_qualification, qualification_record, weighted_wa, weighting
 
@@ -189,3 +191,86 @@ def test_the_evidence_record_carries_the_weighting_checked_against_its_reference
     assert interaction_evidence(**args, weighting=w)["weighting"] == w
     with pytest.raises(RecordError, match="one R per reference"):
         interaction_evidence(**args, weighting={**w, "referenceR": []})
+
+
+def python_bootstrap(outcomes, rounds, seed):
+    """The bootstrap as its definition states it: `random.Random(seed).choices` of the pairs, round after round."""
+    rng, n = random.Random(seed), len(outcomes)
+    right_sums, diff_sums = [], []
+    for _ in range(rounds):
+        drawn = rng.choices(range(n), k=n)
+        right_sums.append(sum(outcomes[i][0] for i in drawn))
+        diff_sums.append(sum(outcomes[i][0] - outcomes[i][1] for i in drawn))
+    return {"n": n, "right": percentile_bounds(right_sums), "margin": percentile_bounds(diff_sums)}
+
+
+@pytest.mark.parametrize("n, rounds, seed", [(1, 40, 0), (7, 41, 3), (150, 500, 0), (999, 2000, 0), (1234, 900, 12345),
+                                             (20_001, 45, 2 ** 40)])
+def test_the_bootstrap_draws_the_very_pairs_python_s_random_choices_draws(n, rounds, seed, monkeypatch):
+    outcomes = [(random.Random(i).randint(0, 1), random.Random(-i - 1).randint(0, 1)) for i in range(n)]
+    # Small chunks too, so that rounds split across chunks draw on from where the last chunk stopped.
+    for chunk in (metaeval.BOOTSTRAP_CHUNK, max(1, n * 3 - 1)):
+        monkeypatch.setattr(metaeval, "BOOTSTRAP_CHUNK", chunk)
+        assert bootstrap_counts(outcomes, rounds, seed) == python_bootstrap(outcomes, rounds, seed)
+
+
+@pytest.mark.parametrize("runs", [[(1, 1)] * 50 + [(1, 0)] * 30 + [(0, 1)] * 12 + [(0, 0)] * 8,
+                                  [(0, 0)] * 3 + [(1, 0)] * 40, [(1, 1)] * 33, [(0, 1)] * 1 + [(1, 0)] * 1])
+def test_outcomes_grouped_in_runs_bootstrap_as_python_s_random_choices_does(runs, monkeypatch):
+    # A chunk smaller than a round too: the round is then drawn in pieces, in order.
+    for chunk in (metaeval.BOOTSTRAP_CHUNK, len(runs) * 2, 7):
+        monkeypatch.setattr(metaeval, "BOOTSTRAP_CHUNK", chunk)
+        assert bootstrap_counts(runs, 300, 0) == python_bootstrap(runs, 300, 0)
+
+
+def test_a_round_of_more_votes_than_a_chunk_draws_python_s_pairs_too():
+    runs = [(1, 1)] * 30_001 + [(1, 0)] * 17_003 + [(0, 1)] * 9_999 + [(0, 0)] * 9_001  # 66,004: over a chunk
+    assert len(runs) > metaeval.BOOTSTRAP_CHUNK
+    assert bootstrap_counts(runs, 41, 5) == python_bootstrap(runs, 41, 5)
+
+
+def test_a_draw_falls_below_a_run_s_start_exactly_when_its_position_does():
+    step = 2.0 ** -53
+    rng = random.Random(9)
+    cases = [(1, 2), (1, 3), (2, 3), (5, 7), (1, 10**6), (999_999, 10**6), (123_457, 10**6 + 3)]
+    cases += [(rng.randrange(1, n), n) for n in (rng.randrange(2, 2 ** rng.randint(2, 45)) for _ in range(2000))]
+    for s, n in cases:
+        t = metaeval.position_threshold(s, n)
+        k = round(t / step)
+        assert k * step == t  # a double random() can return
+        assert math.floor(t * float(n)) >= s > math.floor((t - step) * float(n))
+
+
+def test_the_rounds_fall_with_the_votes_so_a_computation_draws_a_bounded_number_of_pairs_above_a_floor():
+    assert [metaeval.bootstrap_rounds(n) for n in (0, 30, 1_000, 10_000, 10_001, 20_000, 100_000, 100_001, 10**6,
+                                                   10**9)] == [2000, 2000, 2000, 2000, 1999, 1000, 200, 200, 200, 200]
+    ns = range(1, 300_000, 997)
+    assert all(metaeval.bootstrap_rounds(a) >= metaeval.bootstrap_rounds(b) for a, b in zip(ns, ns[1:]))
+    assert all(metaeval.bootstrap_rounds(n) * n <= metaeval.BOOTSTRAP_DRAWS for n in range(10_000, 100_001, 9_001))
+
+
+def test_the_figures_of_votes_in_outcome_order_are_bootstrapped_once_per_counts_in_a_process(monkeypatch):
+    from lib import weighting as w
+
+    w._count_figures.cache_clear()
+    calls = []
+    for name in ("bootstrap_counts", "bootstrap_runs"):  # listed or counted, a bootstrap is a call
+        monkeypatch.setattr(w, name, lambda *a, real=getattr(w, name): calls.append(a[1:]) or real(*a))
+    counts = (50, 30, 12, 8)
+    listed = [o for o, c in zip(w.OUTCOME_ORDER, counts) for _ in range(c)]
+    rows = [(f"b{i:03}", e, b) for i, (e, b) in enumerate(listed)]
+    record = qualification_record(evaluator="judge", params={}, outcomes=rows, rounds=300,
+                                  sets=[{"name": "votes", "sha256": "0" * 64, "pairs": 100, "judged": 100}])
+    parse_qualification(canonical(record))  # checked again as audit reads it: the same figures, not drawn again
+    figures = w.count_figures(counts, 300, 0)
+    assert figures == record["figures"] and calls == [(300, 0)]
+    figures["factor"] = "tampered"  # a caller's copy: the next caller gets the figures
+    assert w.count_figures(counts, 300, 0) == record["figures"]
+    w.count_figures(counts, 301, 0)
+    assert calls == [(300, 0), (301, 0)]  # other rounds: drawn again
+    assert w._figures(listed, 300, 0) == record["figures"]  # what the rows' own bootstrap gives
+    # Rows out of that order are bootstrapped as they are listed, each time.
+    assert w.grouped_counts(listed[::-1]) is None and w.grouped_counts(listed) == counts
+    w.outcome_figures(listed[::-1], 300, 0)
+    w.outcome_figures(listed[::-1], 300, 0)
+    assert len(calls) == 5

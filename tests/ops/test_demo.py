@@ -117,3 +117,64 @@ def test_the_example_meta_evaluation_run_is_saved_once_on_the_global_board(setti
     assert json.loads(json.dumps(run.result))["n"] == 900
     demo.example_metaeval(said.append)
     assert MetaEvalRun.objects.count() == 1 and len(said) == 1
+
+
+def test_the_demo_invents_no_human_signal_and_its_boards_say_so(settings, tmp_path, monkeypatch, client):
+    """Every step of the demo, on small data: it queues answers for the automatic score and nothing a person
+    would give (no rating, no battle, no vote); the boards then say there is not enough human signal yet,
+    give no weighted score, and the example meta-evaluation is said to be on a labelled set, not on this
+    site's people."""
+    from apps.annotate.models import ExpertVerdict
+    from apps.chain.models import ArenaBattle, LedgerInteraction
+    from apps.chat.models import Battle, Rating
+    from apps.leaderboard import entries
+    from apps.leaderboard.models import BoardEntry
+    from lib.reputation import GLOBAL_CONTEXT_ID
+
+    settings.LLMCHAIN_IPFS_DIR = tmp_path / "ipfs"
+    data = tmp_path / "data"
+    data.mkdir()
+    if TOPICAL_CHAT.exists():
+        shutil.copy(TOPICAL_CHAT, data / "topical_chat_usr.json")
+    scaleeval = Path(django_settings.LLMCHAIN_DATA_DIR) / "scaleeval"
+    if scaleeval.is_dir():  # the recorded debates: experts' queue items, no verdict of anyone here
+        (data / "scaleeval").symlink_to(scaleeval)
+    settings.LLMCHAIN_DATA_DIR = data
+    monkeypatch.setattr(demo, "METAEVAL_EVALUATOR", "length")  # the same path, without loading the encoder
+    contexts = make_contexts(*DEMO_CONTEXTS)
+    questions = {q: ("writing" if q < 5 else "math", [f"Q{q}?", f"Q{q} again?"]) for q in range(1, 9)}
+    settings.LLMCHAIN_MTBENCH_DIR = write_mtbench(
+        tmp_path / "mt_bench", questions,
+        {name: {q: [f"{name} {q}", "again"] for q in questions} for name in ("ant", "bee")})
+    monkeypatch.setattr(demo, "DEMO_REPLAY_MODELS", ("ant", "bee"))
+    demo.ensure_accounts()
+    assert demo.fill(lambda _: None) == 0
+    assert EvaluationJob.objects.count() == 12  # the automatic score's work: the demo's only signal
+    people = {"humEval", "openBattle", "vote"}
+    assert not OutboxItem.objects.filter(function__in=people).exists(), "the demo queued a person's call"
+    assert not (Rating.objects.exists() or Battle.objects.exists() or ArenaBattle.objects.exists())
+    assert not LedgerInteraction.objects.filter(sh__isnull=False).exists()
+    assert not ExpertVerdict.objects.exists(), "an imported debate came with a verdict presented as an expert's here"
+
+    # What the replay's answers become on the boards once scored: automatic scores, nobody's rating.
+    writing = next(c.context_id for c in contexts if c.name == "writing")
+    for k, ctx in enumerate((writing, GLOBAL_CONTEXT_ID) * 2):
+        BoardEntry.objects.create(model_id="0x" + f"{k // 2 + 1:02x}" * 32, context_id=ctx, name=f"replay-{k // 2}",
+                                  ra=(5 + k) * 10**17, rh=5 * 10**17, r=5 * 10**17, n_auto=6, n_human=0,
+                                  block_number=3)
+    entries.bump()
+    for ctx in (writing, GLOBAL_CONTEXT_ID):
+        board = client.get(f"/api/boards/{ctx}?sort=weighted").json()
+        ra = board["validity"]["columns"]["ra"]
+        assert (ra["status"], ra["votes"], ra["pairs_non_tie"], ra["accuracy_non_tie"], ra["weight"]) == (
+            "not_enough_human_signal", 0, 0, None, 0.0)
+        assert board["validity"]["text"].startswith("Not enough human signal yet to check the automatic score")
+        assert "No model has ratings or votes from people here yet" in board["validity"]["weighted_text"]
+        rows = board["ranked"] + board["provisional"]
+        assert len(rows) == 2 and all(r["weighted"] is None and r["n_human"] == 0 for r in rows)
+        line = client.get(f"/boards/{ctx}/validity").content.decode()
+        assert "Not enough human signal yet" in line and "%" not in line  # no figure at all
+    page = client.get("/").content.decode()
+    if MetaEvalRun.objects.exists():  # Topical-Chat is there: the run is attached to the global board
+        assert "Measured against people's judgements in labelled data sets, not this site's people:" in page
+        assert "Topical-Chat dialogue (demo data)" in page

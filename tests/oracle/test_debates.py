@@ -25,6 +25,7 @@ from apps.oracle import debates
 from apps.oracle.models import DebateJob, EvaluationJob
 from tests.chat.factories import make_contexts
 from tests.personas import developer, expert, user
+from tests.qualified_judges import record_qualification
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -63,7 +64,11 @@ def world(settings, tmp_path):
 
 
 def judges(world, *names):
-    return [world["model"](n, judge=True) for n in names]
+    """Judge models the site seats in debates: flagged as judges and qualified in the debate role."""
+    made = [world["model"](n, judge=True) for n in names]
+    for m in made:
+        record_qualification(m.name, "debate")
+    return made
 
 
 class ScriptedJudges:
@@ -231,9 +236,10 @@ def test_who_judges(world):
     with pytest.raises(debates.DebateRequestError, match="no running model is flagged"):
         debates.judge_models()
     lone = model("lone-judge", judge=True)
+    record_qualification(lone.name, "debate")
     sitting = debates.judge_models()
     assert sitting == [lone, lone] and debates.agent_names(sitting) == ["lone-judge", "lone-judge #2"]
-    model("second-judge", judge=True)
+    record_qualification(model("second-judge", judge=True).name, "debate")
     assert [m.name for m in debates.judge_models()] == ["lone-judge", "second-judge"]
     with pytest.raises(debates.DebateRequestError, match="good-7b is not flagged as a judge"):
         debates.judge_models(["lone-judge", "good-7b"])
@@ -298,6 +304,7 @@ def test_two_running_built_in_judges_debate_for_real_and_a_disagreement_is_queue
             name=name, provider="LLMChain built-in", endpoint_url=model_server.url,
             endpoint_model=model_server.model, api_key=model_server.api_key))
         RegisteredModel.objects.filter(pk=m.pk).update(is_judge=True, healthy=True)
+        record_qualification(name, "debate")  # the site seats only qualified judges; this tests the rounds
     a, b = world["ask"](world["good"]), world["ask"](world["bad"], answer=BAD)
     call_command("debate", "pair", a.interaction_id, b.interaction_id, "--rounds", "2", "--now")
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

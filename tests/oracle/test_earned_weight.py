@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from apps.annotate.models import Qualification
 from apps.chain import indexer
 from apps.chain.audit import run_audit
 from apps.chain.evidence import default_store
@@ -17,55 +16,13 @@ from apps.chain.models import Reputation
 from apps.leaderboard.verify import default_reader, rebuild_from_chain
 from apps.oracle import jobs
 from apps.oracle.models import EvaluationJob
-from apps.oracle.worker import load_metric
 from lib import records
 from lib.reputation import WAD
-from lib.weighting import qualification_record
 
-from .conftest import QUESTIONS, chat, drain
+from .conftest import QUESTIONS, chat, drain, evaluate, qualified_as, with_references
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.chain, pytest.mark.slow]
 
-
-@pytest.fixture(scope="module")
-def metric():
-    return load_metric()
-
-
-@pytest.fixture(scope="module")
-def module_ipfs(tmp_path_factory):
-    return tmp_path_factory.mktemp("ipfs")
-
-
-@pytest.fixture
-def world(replay_world, settings, module_ipfs):
-    """The replay world with one IPFS folder for the module, as the chain is one for the module: the
-    audit of a later test reads the evidence of the earlier ones too."""
-    settings.LLMCHAIN_IPFS_DIR = module_ipfs
-    return replay_world
-
-
-def with_references() -> int:
-    return LedgerInteraction.objects.filter(has_reference=True).count()
-
-
-def qualified_as(evaluator: str, right: int, length_right: int, n: int = 200) -> Qualification:
-    """A finished qualification of `evaluator` whose record (pinned) has these outcomes."""
-    outcomes = [(f"p{i}", int(i < right), int(i < length_right)) for i in range(n)]
-    record = qualification_record(evaluator=evaluator, params={}, outcomes=outcomes,
-                                  sets=[{"name": "PandaLM", "sha256": "0" * 64, "pairs": n, "judged": n}])
-    cid = default_store().put(records.canonical(record))
-    return Qualification.objects.create(evaluator=evaluator, status=Qualification.Status.DONE, full=True, cid=cid,
-                                        factor=record["figures"]["factor"], figures={"pooled": {}})
-
-
-def evaluate(world, metric, model: str, questions) -> list[EvaluationJob]:
-    interactions = [i for _, q, _ in questions for i in chat(world, model, [q])]  # one conversation each
-    while claimed := jobs.claim(16):
-        jobs.process(claimed, metric)
-    drain(world["submitter"])
-    indexer.index_until_head(world["ledger"])
-    return [EvaluationJob.objects.get(interaction=i) for i in interactions]
 
 
 def test_where_bertscore_has_not_beaten_the_length_rule_wa_is_zero_on_chain_and_audit_and_verify_agree(

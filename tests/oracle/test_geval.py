@@ -42,8 +42,8 @@ class ScriptedJudge:
         body = json.loads(request.content)
         self.bodies.append(body)
         prompt = body["messages"][-1]["content"]
-        if prompt.rstrip().endswith("Steps:"):
-            return self.reply(STEPS)
+        if prompt.rstrip().endswith("Steps:"):  # plain text, asked for as a stream
+            return self.streamed(STEPS) if body.get("stream") else self.reply(STEPS)
         top = [{"token": "No", "logprob": math.log(0.9)}, {"token": " 4", "logprob": math.log(0.05)}] \
             if "Response:\nbanana" in prompt or "Answer:\nbanana" in prompt else \
             [{"token": "4", "logprob": math.log(0.7)}, {"token": " 5", "logprob": math.log(0.2)}]
@@ -53,6 +53,13 @@ class ScriptedJudge:
     def reply(text: str, content: list | None = None) -> httpx.Response:
         return httpx.Response(200, json={"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                                                       "logprobs": {"content": content} if content else None}]})
+
+    @staticmethod
+    def streamed(text: str) -> httpx.Response:
+        events = [{"choices": [{"index": 0, "delta": {"content": piece}}]} for piece in text.split(" ")[:1] +
+                  [" " + w for w in text.split(" ")[1:]]]
+        return httpx.Response(200, content="".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n",
+                              headers={"content-type": "text/event-stream"})
 
     def steps_asked(self) -> int:
         return sum(b["messages"][-1]["content"].rstrip().endswith("Steps:") for b in self.bodies)

@@ -9,7 +9,8 @@
 - On a real chain, requests that slipped past the door (queued before it existed): gas bombs, an
   overflowing gas value and a flood of future-nonce requests, mixed with honest ratings, leave every
   honest rating confirmed on-chain exactly once, fail only the offenders with words their rater can
-  read, and the oracle's calls (on a lane of their own by default) confirm as fast as without them.
+  read, and the oracle's calls (on a lane of their own by default) confirm as fast as without them,
+  counted in blocks.
 - A batch the node refuses (over the block's gas limit) is split until every request goes through.
 """
 
@@ -152,7 +153,11 @@ def _slipped_past_the_door(wallet, iid: str, nonce: int, gas: int, padding: int 
 def _round(world, *, attack: bool) -> dict:
     """Honest ratings (custodial and wallet) and new oracle calls queued at once, with or without the
     attack's requests; one submitter (a pass holds at most 20 calls a lane) runs until the honest
-    ratings and the oracle's calls are confirmed. Returns what happened and how long it took."""
+    ratings and the oracle's calls are confirmed. Returns what happened and how long it took, in seconds
+    and, for the oracle's calls, in blocks: from the first block that could hold them, how many blocks
+    later the last of them was mined, and how many later the site saw them all confirmed. Blocks come
+    each second whatever the machine's load; what the attack adds to the submitter's passes shows as
+    blocks, a busy machine's slower test loop hardly does (it slows both rounds alike)."""
     raters = [*world.users, *(w.address for w in world.wallets)]
     scored = {r: [_scored(world, r) for _ in range(3 if r in world.users else 2)] for r in raters}
     drain(Submitter(world.ledger, owner="setup"))
@@ -178,20 +183,27 @@ def _round(world, *, attack: bool) -> dict:
             else:
                 clean, request = _signed(wallet, iid, nonce=relay.next_nonce(rater))
                 honest.append(outbox.enqueue("humEval", rater, clean, depends_on=auto, request=request))
+    client = world.ledger.client
+    first_block = client.block_number() + 1  # the first block that can hold the oracle's calls
     oracle_calls = [_scored(world, world.users[0])[1] for _ in range(8)]
     times: dict[str, float] = {}
+    blocks: dict[str, int] = {}
 
     def done() -> bool:
         for name, rows in (("oracle", oracle_calls), ("ratings", honest)):
             if name not in times and OutboxItem.objects.filter(pk__in=[r.pk for r in rows],
                                                                status="confirmed").count() == len(rows):
                 times[name] = time.monotonic() - start
+                if name == "oracle":
+                    blocks["confirmed"] = client.block_number() - first_block
         return len(times) == 2
 
     drain(Submitter(world.ledger, owner="round", max_items=20), timeout=150, until=done, what="confirming")
     after = world.ledger.reputation(b32(world.model), b32(world.context))
-    return {"times": times, "honest": honest, "bad": bad, "oversized": oversized, "scored": scored,
-            "moved": after[4] - before[4]}
+    blocks["mined"] = max(ChainTransaction.objects.filter(items__in=[r.pk for r in oracle_calls])
+                          .values_list("block_number", flat=True)) - first_block
+    return {"times": times, "oracle_blocks": blocks, "honest": honest, "bad": bad, "oversized": oversized,
+            "scored": scored, "moved": after[4] - before[4]}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -205,8 +217,9 @@ def test_gas_bombs_and_a_nonce_flood_leave_every_honest_rating_confirmed_once_an
     calm = _round(world, attack=False)
     attacked = _round(world, attack=True)
     print(f"oracle's calls confirmed in {calm['times']['oracle']:.1f} s without the attack, "
-          f"{attacked['times']['oracle']:.1f} s with it; honest ratings in {calm['times']['ratings']:.1f} s "
-          f"and {attacked['times']['ratings']:.1f} s")
+          f"{attacked['times']['oracle']:.1f} s with it; in blocks after the first that could hold them, "
+          f"{calm['oracle_blocks']} and {attacked['oracle_blocks']}; honest ratings in "
+          f"{calm['times']['ratings']:.1f} s and {attacked['times']['ratings']:.1f} s")
     for result in (calm, attacked):
         assert all(item.status == "confirmed" for item in OutboxItem.objects.filter(
             pk__in=[h.pk for h in result["honest"]])), "every honest rating confirmed"
@@ -229,8 +242,12 @@ def test_gas_bombs_and_a_nonce_flood_leave_every_honest_rating_confirmed_once_an
     assert world.ledger.view("forwarder", "nonces", oversized.signer)[0] == 0
     flood = OutboxItem.objects.filter(relay_nonce__gte=1, status="pending").exclude(signer="")
     assert flood.count() == 200 and not flood.filter(transaction__isnull=False).exists(), "never sent"
-    # The oracle's calls are not held up: about as fast as without the attack (blocks come each second).
-    assert attacked["times"]["oracle"] <= 2 * calm["times"]["oracle"] + 5
+    # The oracle's calls are not held up: mined, and seen confirmed, as few blocks after they were queued
+    # as without the attack, give or take the two block boundaries a pass on a busy machine may cross.
+    # Counted in blocks, not seconds: blocks keep their pace under load, the test's loop does not.
+    for stage in ("mined", "confirmed"):
+        assert attacked["oracle_blocks"][stage] <= calm["oracle_blocks"][stage] + 2, (
+            stage, calm["oracle_blocks"], attacked["oracle_blocks"])
 
 
 @pytest.mark.django_db(transaction=True)

@@ -27,20 +27,24 @@ def run_detail(request, pk: int):
 
 def judge_qualification(request, pk: int):
     """The model page's part on judging: whether the model, as a judge, has beaten preferring the
-    longer answer on the human-labelled sets (loaded after the page, from the database alone)."""
+    longer answer on the human-labelled sets (loaded after the page, from the database alone). Until a
+    qualification has finished it says what is queued or running, or what failed, and for the built-in
+    model what the project measured of it earlier."""
     from apps.chat.models import RegisteredModel
 
-    from ..qualify import judge_evaluator, latest, refusal
+    from ..qualify import judge_evaluator, latest, measured_text, refusal, waiting_text
 
     model = get_object_or_404(RegisteredModel, pk=pk)
     evaluator = judge_evaluator(model.name)
-    running = Qualification.objects.filter(evaluator=evaluator, status__in=[
-        Qualification.Status.PENDING, Qualification.Status.RUNNING]).exists()
-    failed = Qualification.objects.filter(evaluator=evaluator).first()
+    rows = Qualification.objects.filter(evaluator=evaluator)
+    waiting = rows.filter(status__in=[Qualification.Status.PENDING, Qualification.Status.RUNNING]).first()
+    newest = rows.first()
     done = latest(evaluator)
     return render(request, "annotate/_judge_qualification.html", {
-        "model": model, "is_judge": model.is_judge, "done": done, "running": running,
-        "failed": failed if failed and failed.status == Qualification.Status.FAILED else None,
+        "model": model, "is_judge": model.is_judge, "done": done, "waiting": waiting,
+        "waiting_text": waiting_text(waiting) if waiting else "",
+        "failed": newest if newest and newest.status == Qualification.Status.FAILED else None,
+        "measured_text": "" if done else measured_text(evaluator),
         "refusal": refusal(evaluator) if done else "", "evaluator": evaluator,
         "sets": list((done.figures.get("per_set") or {}).items()) if done else []})
 
@@ -55,7 +59,7 @@ def board_validity(request, context_id: str):
     from apps.chain.models import LedgerInteraction
     from lib.reputation import GLOBAL_CONTEXT_ID
 
-    from ..site_validity import plain_line, site_validity
+    from ..site_validity import plain_line, rating_line, site_validity
 
     context_id = context_id.lower()
     scoped = {} if context_id == GLOBAL_CONTEXT_ID else {"context_id": context_id}
@@ -68,4 +72,5 @@ def board_validity(request, context_id: str):
     if found is None:
         found = site_validity(context_id)[context_id]
         cache.set(key, found, 60)
-    return render(request, "annotate/_board_validity.html", {"line": plain_line(found), "figures": found})
+    return render(request, "annotate/_board_validity.html", {"line": plain_line(found), "figures": found,
+                                                            "rating_line": rating_line(found["ratings"])})

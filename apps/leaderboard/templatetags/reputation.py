@@ -13,7 +13,7 @@ register.filter("get_item", get_item)
 SORT_LABELS = {"name": ("Model", ""), "r": ("R", ""), "ra": ("R", "a"), "rh": ("R", "h"),
                "n_auto": ("Auto scores", ""), "n_human": ("Ratings", ""), "block": ("Last change", ""), "debate_elo": ("Debate Elo", ""),
                "peer_elo": ("Peer Elo", ""), "arena_elo": ("Arena Elo", ""), "style_elo": ("Style-controlled Elo", ""),
-               "battles": ("Battles", "")}
+               "battles": ("Battles", ""), "weighted": ("Weighted", "")}
 
 
 def board_query(context_id: str, sort: str, direction: str) -> str:
@@ -41,10 +41,12 @@ def optional_columns():
 
 
 @register.inclusion_tag("leaderboard/_sort_th.html")
-def sort_th(board, key, css=""):
-    """A sortable column header: clicking it swaps only #board-table; a second click reverses the order."""
+def sort_th(board, key, css="", unranked=False):
+    """A sortable column header: clicking it swaps only #board-table; a second click reverses the order.
+    `unranked`: a header of the models not yet ranked, which the default order (by R) lists by their
+    automatic score, so there the R header does not claim the order."""
     from apps.leaderboard.boards import default_direction
-    current = board.sort == key
+    current = board.sort == key and not (unranked and key == "r")
     if current:
         next_dir = "asc" if board.direction == "desc" else "desc"
     else:
@@ -102,7 +104,7 @@ def debate_cell(row):
     if row.debate_elo is None:
         return mark_safe('<span class="muted" title="no settled debate in this context">—</span>')
     noun = "debate" if row.debate_games == 1 else "debates"
-    return format_html('<span title="Bradley–Terry rating from {} settled {}">{}</span>'
+    return format_html('<span title="rating from {} settled {}">{}</span>'
                        ' <small class="muted">{} {}</small>',
                        row.debate_games, noun, f"{row.debate_elo:.0f}", row.debate_games, noun)
 
@@ -151,6 +153,19 @@ def style_cell(row):
                      "no style-controlled score on this board yet (see below)")
 
 
+def weighted_cell(row):
+    """The weighted score with its rank (=2 when shared), its band in the title; "—" without one."""
+    from django.utils.html import format_html
+    from django.utils.safestring import mark_safe
+
+    if row.weighted is None:
+        return mark_safe('<span class="muted" title="no rating band or counted vote from people here">—</span>')
+    return format_html('<span title="weighted by how well each signal agrees with people here: {} (range {} to {}); '
+                       'weighted rank {}">{}</span> <small class="muted">rank {}</small>', f"{row.weighted:.4f}",
+                       f"{row.weighted_low:.4f}", f"{row.weighted_high:.4f}", row.weighted_rank_text,
+                       f"{row.weighted:.3f}", row.weighted_rank_text)
+
+
 def battles_cell(row):
     """Battles, and the win rate under them; "—" without any."""
     from django.utils.html import format_html
@@ -194,31 +209,43 @@ def arena_matrix(arena):
 @register.simple_tag
 def board_tbody(rows):
     """The board's rows, rendered in Python: a 100-row board has ~3,000 cells, which Django's template
-    engine takes ~100 ms to resolve one by one. Every value is escaped by format_html."""
-    from django.utils.html import format_html
+    engine takes ~100 ms to resolve one by one. Every value is escaped by format_html. A row's <tr> does
+    not depend on the board's order, so it is rendered once per row (kept in `row.memo`: every sort and
+    direction of one version of a board shares its rows)."""
     from django.utils.safestring import mark_safe
 
     out = []
     for row in rows:
-        if row.band_lo is not None:
-            band = format_html('<span class="band-text">{}–{}</span> {}', f"{row.band_lo:.4f}", f"{row.band_hi:.4f}",
-                               band_bar(row))
-        else:
-            band = mark_safe('<span class="muted" title="fewer than 2 rated answers: no band">—</span>')
-        if row.changed_at:
-            changed = format_html('<time datetime="{}" title="block {}">{}</time>', row.changed_at.isoformat(),
-                                  row.block_number, row.changed_at.strftime("%Y-%m-%d %H:%M"))
-        else:
-            changed = format_html("block {}", row.block_number)
-        out.append(format_html(
-            '<tr data-model="{}"><td class="rank">{}</td>'
-            '<td class="model"><a href="{}" title="{}">{}</a> <code title="{}">{}</code></td>'
-            '<td class="r">{}</td><td class="band">{}</td><td class="arena-elo">{}</td>'
-            '<td class="n-human">{}</td><td class="n-auto">{}</td><td class="trend">{}</td>'
-            '<td class="ra">{}</td><td class="rh">{}</td><td class="style-elo">{}</td><td class="battles">{}</td>'
-            '<td class="debate-elo">{}</td><td class="peer-elo">{}</td>'
-            '<td class="changed">{}</td></tr>',
-            row.model_id, row.rank_text, row.url, row.name, row.name, row.model_id, row.short_id,
-            wad(row.r), band, arena_cell(row), row.n_human, row.n_auto, sparkline(row.spark), wad(row.ra),
-            wad(row.rh), style_cell(row), battles_cell(row), debate_cell(row), peer_cell(row), changed))
+        html = row.memo.get("tr")
+        if html is None:
+            html = row.memo["tr"] = board_tr(row)
+        out.append(html)
     return mark_safe("\n".join(out))
+
+
+def board_tr(row) -> str:
+    """One row of the board's table."""
+    from django.utils.html import format_html
+    from django.utils.safestring import mark_safe
+
+    if row.band_lo is not None:
+        band = format_html('<span class="band-text">{}–{}</span> {}', f"{row.band_lo:.4f}", f"{row.band_hi:.4f}",
+                           band_bar(row))
+    else:
+        band = mark_safe('<span class="muted" title="fewer than 2 rated answers: no band">—</span>')
+    if row.changed_at:
+        changed = format_html('<time datetime="{}" title="block {}">{}</time>', row.changed_at.isoformat(),
+                              row.block_number, row.changed_at.strftime("%Y-%m-%d %H:%M"))
+    else:
+        changed = format_html("block {}", row.block_number)
+    return format_html(
+        '<tr data-model="{}"><td class="rank">{}</td>'
+        '<td class="model"><a href="{}" title="{}">{}</a> <code title="{}">{}</code></td>'
+        '<td class="r">{}</td><td class="band">{}</td><td class="weighted">{}</td><td class="arena-elo">{}</td>'
+        '<td class="n-human">{}</td><td class="n-auto">{}</td><td class="trend">{}</td>'
+        '<td class="ra">{}</td><td class="rh">{}</td><td class="style-elo">{}</td><td class="battles">{}</td>'
+        '<td class="debate-elo">{}</td><td class="peer-elo">{}</td>'
+        '<td class="changed">{}</td></tr>',
+        row.model_id, row.rank_text, row.url, row.name, row.name, row.model_id, row.short_id,
+        wad(row.r), band, weighted_cell(row), arena_cell(row), row.n_human, row.n_auto, sparkline(row.spark), wad(row.ra),
+        wad(row.rh), style_cell(row), battles_cell(row), debate_cell(row), peer_cell(row), changed)

@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 # a long history); it then says it is checking, and reloads itself.
 WAIT_S = 0.6
 RPC_TIMEOUT_S = 20
+# The differences the page names in words above the table, at most; the others are counted there,
+# and every one is highlighted in the table.
+NAMED_SHOWN = 12
 
 
 def _background_check(url: str, poa: bool, deployment, context_id: str, served, block: int) -> dict:
@@ -58,8 +61,9 @@ def verify(request):
     served_key = hashlib.sha256(pickle.dumps(served)).hexdigest()[:32]  # a board changed behind the indexer's back
     key = f"verify:check:{deployment.chainId}:{deployment.reputation.lower()}:{context_id}:{block}:{served_key}"
     url, poa = settings.LLMCHAIN_RPC_URL, settings.LLMCHAIN_POA
+    # With the node known to be down, a check not made yet cannot be made now: no wait for it.
     checked = cached_read(key, lambda: _background_check(url, poa, deployment, context_id, served, block),
-                          fresh_s=None, wait_s=WAIT_S, keep_s=600)
+                          fresh_s=None, wait_s=WAIT_S if reachable() else 0, keep_s=600)
     if checked is None:
         return render(request, "leaderboard/verify.html", {"checking": True, "checked_block": block,
                                                           "unreachable": not reachable()})
@@ -68,8 +72,10 @@ def verify(request):
         return render(request, "leaderboard/verify.html", {"error": True}, status=503)
     if checked.get("unknown"):
         raise Http404(f"No context with id {context_id}, neither on the chain nor on this site.")
+    named = checked["report"].named
     return render(request, "leaderboard/verify.html", {
         **checked, "checked_block": block, "columns": checked["chain"].columns,
+        "named": named[:NAMED_SHOWN], "named_more": max(len(named) - NAMED_SHOWN, 0),
         "lambda_text": boards.format_lambda(checked["chain"].lambda_wad) if checked["chain"].lambda_wad else "",
         "deployment": deployment, "global_id": GLOBAL_CONTEXT_ID,
         "site_url": request.build_absolute_uri("/").rstrip("/")})

@@ -68,17 +68,21 @@ latency and requests per second per kind (page, api, all), and the machine's CPU
 window. Before the load, every board served by the API is compared with build_board on the
 same database, and one board is timed recomputed from the raw ReputationChange rows. In the
 same run the same load is measured with the boards' cache bypassed (a DummyCache) as the
-baseline (--skip-baseline skips it). Target: p95 under 50 ms at 50 clients. Fails (non-zero
-exit) on any non-200 response or a served board that differs from build_board. The last line
-is one JSON object: p50_ms, p95_ms, p99_ms, rps, clients, evaluations, and more (baseline,
-recompute_ms, setup_s, machine).
+baseline (--skip-baseline skips it). Then, on the same servers, the live phase: the same load while
+--live-rate evaluations a second are folded, its window starting once the answers kept at rest could
+all be past LLMCHAIN_BOARD_MAX_STALE_S; it reports the same figures and what the board cache answered
+(shares current, stale, waited for a render, rendered for their request; renders a second). Target:
+p95 under 50 ms at 50 clients. Fails (non-zero exit) on any non-200 response or a served board that
+differs from build_board. The last line is one JSON object: p50_ms, p95_ms, p99_ms, rps, clients,
+evaluations, and more (baseline, live, cache, recompute_ms, setup_s, machine).
 
 Database: never this command's own. The bench works in a folder (--dir, default
 VAR_DIR/bench-boards): a scratch SQLite file boards.sqlite3 that it creates, migrates and fills
 (DATABASE_URL set for its child processes), boards.json recording what it was filled with,
 bench-ipfs/ (the models' metadata records), logs/ and served/. A database filled with the same
-parameters under the same migrations is reused (the fill of 1,000,000 evaluations takes
-minutes); --refill regenerates it. A boards.sqlite3 without boards.json beside it is refused. Setup is timed and printed, never part of the figures. DATABASE_CONN_MAX_AGE and the other
+parameters is reused (the fill of 1,000,000 evaluations takes about ten minutes); when only the
+migrations changed it is migrated and its board entries rebuilt (a minute or two); --refill
+regenerates it, --fill-only makes it ready and stops. A boards.sqlite3 without boards.json beside it is refused. Setup is timed and printed, never part of the figures. DATABASE_CONN_MAX_AGE and the other
 settings' variables pass through to the servers as they are.
 """
 
@@ -184,7 +188,12 @@ class Command(BaseCommand):
         b.add_argument("--live-rate", type=int, default=100,
                        help="evaluations a second folded (and their boards invalidated) during a second measurement "
                             "on the same servers, what a live site's readers get (default 100; 0: no such phase)")
-        b.add_argument("--phase", choices=["fill", "check", "load", "fold"], default=None, help=argparse.SUPPRESS)
+        b.add_argument("--gzip", action="store_true",
+                       help="the clients send Accept-Encoding: gzip, as browsers do (default: none, the costlier case)")
+        b.add_argument("--fill-only", action="store_true",
+                       help="only make the scratch database ready (fill it, or migrate a filled one), measure nothing")
+        b.add_argument("--phase", choices=["fill", "migrate", "check", "load", "fold"], default=None,
+                       help=argparse.SUPPRESS)
         b.add_argument("--port", type=int, default=None, help=argparse.SUPPRESS)
         b.add_argument("--spec", type=Path, default=None, help=argparse.SUPPRESS)
 
@@ -204,7 +213,7 @@ class Command(BaseCommand):
 
     def do_boards(self, models=100, contexts=20, evaluations=1_000_000, clients=50, duration=20, warmup=5, servers=2,
                   seed=0, folder=None, refill=False, skip_baseline=False, arena_only=False, live_rate=100, phase=None,
-                  port=None, spec=None, **_):
+                  port=None, spec=None, fill_only=False, gzip=False, **_):
         from bench import boards
 
         if phase:
@@ -212,7 +221,8 @@ class Command(BaseCommand):
         config = boards.BoardsBenchConfig(models=models, contexts=contexts, evaluations=evaluations, clients=clients,
                                           duration=duration, warmup=warmup, servers=servers, seed=seed,
                                           work_dir=folder, refill=refill, baseline=not skip_baseline,
-                                          arena_only=arena_only, live_rate=live_rate)
+                                          arena_only=arena_only, live_rate=live_rate, fill_only=fill_only,
+                                          gzip=gzip)
         summary = boards.run_boards_bench(config, self.out)
         return summary, boards.failures(summary)
 

@@ -65,10 +65,11 @@ class Command(BaseCommand):
                 RegisteredModel.objects.filter(pk=builtin.pk).update(healthy=False, health_error="starting")
                 status = StartupStatus(Path(settings.LLMCHAIN_BUILTIN_STATUS_FILE))
                 status.step("launching")  # the server takes over the file once it has imported torch
-                children.append(self._child("serve_model", "--host", model_url.hostname or "127.0.0.1",
-                                            "--port", str(model_url.port or 8100),
-                                            "--status-file", str(status.path)))
-                threading.Thread(target=self._offer_when_up, args=(builtin.name, status.path), daemon=True).start()
+                server = self._child("serve_model", "--host", model_url.hostname or "127.0.0.1",
+                                     "--port", str(model_url.port or 8100), "--status-file", str(status.path))
+                children.append(server)
+                threading.Thread(target=self._offer_when_up, args=(builtin.name, status.path, server),
+                                 daemon=True).start()
                 self.stdout.write(f"model: built-in {builtin.name} at {settings.LLMCHAIN_BUILTIN_MODEL_URL} "
                                   "(shown as starting until it answers)")
             children.append(self._child("oracle", "work"))  # scores answers; also runs the health checks
@@ -107,16 +108,25 @@ class Command(BaseCommand):
         announced.set()
 
     @staticmethod
-    def _offer_when_up(name: str, status_file: Path) -> None:
+    def _offer_when_up(name: str, status_file: Path, server: subprocess.Popen | None = None,
+                       poll_s: float = 1.0) -> None:
         """Check the built-in model as soon as its server says it serves, so that chat offers it then
-        rather than at the oracle worker's next health check."""
+        rather than at the oracle worker's next health check. A server that exits before it serves
+        (killed, out of memory, a broken model file) is recorded as failed at once, so the site stops
+        showing the model as starting instead of waiting for its status to go stale."""
         while True:
             status = read_status(status_file)
             if status is not None and status.get("state") == "serving":
                 break
             if status is not None and status.get("state") == "failed":
                 return
-            time.sleep(1)
+            code = server.poll() if server is not None else None
+            if code is not None:
+                error = f"its server stopped while starting (exit code {code})"
+                StartupStatus(status_file).failed(error)
+                RegisteredModel.objects.filter(name=name).update(healthy=False, health_error=error)
+                return
+            time.sleep(poll_s)
         for _ in range(10):  # it serves: a refused check is the machine's load, try again shortly
             if not run_checks(names=[name]).get(name):
                 return

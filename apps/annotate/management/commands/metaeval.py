@@ -300,7 +300,7 @@ class Command(BaseCommand):
         self._evaluator(evaluator)  # an unknown name fails before anything is kept
         if sample is not None and sample < 1:
             raise CommandError(f"--sample must be at least 1, not {sample}")
-        slow = evaluator.split(":")[0] in ("geval", "debate")
+        slow = evaluator.split(":")[0] in ("geval", "pairwise", "debate")
         per_set = None if full else sample if sample is not None else (settings.LLMCHAIN_QUALIFY_SAMPLE if slow else None)
         started = time.perf_counter()
         try:
@@ -315,6 +315,11 @@ class Command(BaseCommand):
         for name, why in q.figures.get("skipped", {}).items():
             self.stdout.write(f"{printable(name)} left out: {why}")
         pooled = q.figures["pooled"]
+        if pos := pooled.get("position"):
+            self.stdout.write(f"position consistency: {_pct(pos['consistency'])} ({pos['consistent']}/"
+                              f"{pos['both_readable']} pairs read in both orders gave the same answer); first "
+                              f"position wins {_pct(pos['first_position_win_rate'])} of {pos['decided_verdicts']} "
+                              f"verdicts naming a winner")
         from ...qualify import refusal
 
         why = refusal(evaluator)
@@ -329,7 +334,7 @@ class Command(BaseCommand):
                                       "prefers_longer": pooled["prefers_longer"]}, sort_keys=True))
 
     def do_site(self, *, board="all", **_):
-        from ...site_validity import plain_line, site_validity
+        from ...site_validity import plain_line, rating_line, site_validity
 
         if board != "all":
             try:
@@ -338,11 +343,7 @@ class Command(BaseCommand):
                 raise CommandError(f"--context: {exc}") from None
         found = site_validity(board)
         for f in found.values():
-            r = f["ratings"]
-            self.stdout.write(f"{printable(f['name'])}: {plain_line(f)} Ratings: Spearman of the automatic score with "
-                              f"people's ratings {_pct(r['spearman'])} [{_pct(r['spearman_ci_low'])}, "
-                              f"{_pct(r['spearman_ci_high'])}] over {r['n']} rated answers (the answer's length: "
-                              f"{_pct(r['length_spearman'])})" + ("" if r["enough"] else "; not enough ratings yet"))
+            self.stdout.write(f"{printable(f['name'])}: {plain_line(f)} {rating_line(f['ratings'])}")
         self.stdout.write(json.dumps({"contexts": found}, sort_keys=True))
 
     def do_topical_pairs(self, *, data, out, criterion, **_):

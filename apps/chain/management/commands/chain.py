@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.chain import indexer
+from apps.chain.answers import AnswerFill
 from apps.chain.audit import run_audit
 from apps.chain.client import ChainError, account_from_key
 from apps.chain.deploy import deploy, grant_oracle_roles
@@ -103,12 +104,14 @@ class Command(BaseCommand):
         if rebuild:
             indexer.reset()
         total = indexer.index_until_head(ledger)
+        fill = AnswerFill()
+        fill.run()
 
         def index() -> int:
             nonlocal total
             folded = indexer.index_until_head(ledger)
             total += folded
-            return folded
+            return folded + fill.run()
 
         if follow:
             run_worker(index, idle_sleep=0.5, name="chain")
@@ -118,15 +121,18 @@ class Command(BaseCommand):
         ledger = default_ledger()
         submitter = Submitter(ledger, shard=shard)
         store = default_store()
+        fill = AnswerFill(store)
         self.stdout.write("ledger worker: submitting, indexing and pinning evidence (Ctrl-C stops it)")
 
         def step():
             # Pins first: an IPFS outage only defers them (backoff per row), and a chain outage,
-            # which ends the pass, does not hold them up.
+            # which ends the pass, does not hold them up. Last, the answers' lengths the indexer could
+            # not take from the local records (a pass bounded in time, rarer while it finds nothing).
             pinned = store.pin_pending()["pinned"]
             did = submitter.run_once()
             indexer.index_until_head(ledger)
-            return did or pinned
+            filled = fill.run()
+            return did or pinned or filled
 
         try:
             # Any chain error is said once (and once when the node is back), then retried every 2 s.

@@ -1,8 +1,9 @@
 """python manage.py leaderboard {verify, rebuild}
 
 `verify` rebuilds every board from the chain alone (events and state over JSON-RPC, names and the
-arena's voted answers from IPFS) and compares the served boards with it cell by cell, the arena
-columns included: exit 0 when all match, 1 when any cell differs or the contract's state disagrees
+arena's voted and the rated answers from IPFS) and compares the served boards with it cell by cell, the
+arena columns, the weighted score and how far the automatic score agrees with people's votes and ratings
+here included: exit 0 when all match, 1 when any cell differs or the contract's state disagrees
 with its events, 2 when something cannot be read. `rebuild` recomputes the board table and the arena.
 """
 
@@ -186,6 +187,12 @@ class Command(BaseCommand):
             w("  ".join(h.ljust(n) for h, n in zip(header, widths)).rstrip())
             for line in lines:
                 w("  ".join(str(x).ljust(n) for x, n in zip(line, widths)).rstrip())
+        if report.figures:
+            w("   how far the automatic score agrees with people here (served / rebuilt from the chain):")
+            for f in report.figures:
+                w(f" {' ' if f.equal else '*'}   {f.label}: {printable(f.served_text)} / {printable(f.chain_text)}")
+        for sentence in report.named:
+            w(f" * {printable(sentence)}")
         for issue in report.issues:
             w(f" * state: {issue.text}")
         for note in report.notes:

@@ -18,7 +18,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.chain.models import Context
-from apps.chain.work import run_worker
+from apps.chain.work import in_turns, run_worker
 from apps.chat.models import Interaction
 
 from ... import debates
@@ -139,7 +139,8 @@ class Command(BaseCommand):
         from apps.annotate.qualify import run_pending
 
         self.stdout.write("debate worker: holding queued debates, qualifying new judges (Ctrl-C stops it)")
-        run_worker(lambda: debates.run_once() or run_pending(), idle_sleep=2, name="debate worker")
+        # In turns: a stream of debates must not hold a new judge's qualification back for ever.
+        run_worker(in_turns(debates.run_once, run_pending), idle_sleep=2, name="debate worker")
 
     def do_status(self, **_):
         self.stdout.write(json.dumps({s: DebateJob.objects.filter(status=s).count() for s in S.values}))
