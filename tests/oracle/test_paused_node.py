@@ -1,5 +1,8 @@
 """With the chain node paused for a full minute (SIGSTOP: a stalled node or network looks like this),
-every page and form answers within a second, both at the start of the pause and after 55 s of it,
+no page or form calls the node or the IPFS node while it is served (only background threads do), and
+each answers at once (within a second on a quiet machine; the test allows PAGE_LIMIT_S, below every
+timeout a page could wait out, so that a loaded machine's slow render is not taken for a wait), both
+at the start of the pause and after 55 s of it,
 once every timeout of the site's clients has run out (a background read of a stalled node then fails
 where it was only slow before), and the pages say at the top that the chain is not answering; verify,
 whose check needs the node, says it is waiting for it or cannot read it, never a verdict. Once the
@@ -10,6 +13,7 @@ from __future__ import annotations
 import inspect
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -18,6 +22,7 @@ from django.urls import reverse
 
 from apps.chain import indexer
 from apps.chain.client import ChainClient
+from apps.chain.ipfs import KuboClient
 from apps.chain.indexer import cursor_name, fetch_all
 from apps.chain.models import IndexerCursor, OutboxItem
 from apps.chat import arena
@@ -32,7 +37,11 @@ from tests.personas import PASSWORD
 from .conftest import QUESTIONS, chat
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.chain]
-LIMIT_S = 1.0
+# What the test allows a page under the suite's load. Waiting on the paused node would cost at least a
+# client's timeout: the probe's 1 s is caught by the watch on calls below, every other (the IPFS
+# node's, verify's, a ChainClient's) is 5 s or more; the probe's first wait (0.3 s) and verify's
+# (0.6 s) are bounded joins, by design.
+PAGE_LIMIT_S = 3.0
 PAUSE_S = 60
 # The second round of pages: past the longest timeout a client of the node has (a ChainClient's
 # default; the verify check's RPC_TIMEOUT_S and the probe's are shorter), so every read the pages
@@ -41,9 +50,30 @@ LATE_S = 55
 VISIT_EVERY_S = 5  # between the two rounds, a few pages now and then, as visitors keep coming
 
 
+_serving = threading.Event()
+CALLS_WHILE_SERVING: list[str] = []  # the node calls made by the thread that serves a page
+
+
+def watch_node_calls(monkeypatch) -> None:
+    """Every call to the chain node or the IPFS node made by the test's own thread while it is served
+    a page (Django's test client runs the view in the calling thread) is noted in CALLS_WHILE_SERVING."""
+    for cls in (ChainClient, KuboClient):
+        original = cls._post
+
+        def noted(self, *args, _original=original, _name=cls.__name__, **kwargs):
+            if _serving.is_set() and threading.current_thread() is threading.main_thread():
+                CALLS_WHILE_SERVING.append(f"{_name}: {args[0] if args else kwargs}"[:200])
+            return _original(self, *args, **kwargs)
+        monkeypatch.setattr(cls, "_post", noted)
+
+
 def timed(call, *args, **kwargs):
     started = time.monotonic()
-    response = call(*args, **kwargs)
+    _serving.set()
+    try:
+        response = call(*args, **kwargs)
+    finally:
+        _serving.clear()
     return response, time.monotonic() - started
 
 
@@ -94,12 +124,16 @@ def rounded(took: dict[str, float]) -> dict[str, float]:
 
 
 def slow(took: dict[str, float]) -> dict[str, float]:
-    return {name: s for name, s in rounded(took).items() if s >= LIMIT_S}
+    """The answers that took longer than a page may (PAGE_LIMIT_S), or that called a node."""
+    assert not CALLS_WHILE_SERVING, f"a page called the node while it was served: {CALLS_WHILE_SERVING}"
+    return {name: s for name, s in rounded(took).items() if s >= PAGE_LIMIT_S}
 
 
 def test_with_the_node_paused_a_minute_every_page_answers_within_a_second_and_each_rating_lands_once_after(
         replay_world, ledger_node, monkeypatch):
     w = replay_world
+    watch_node_calls(monkeypatch)
+    CALLS_WHILE_SERVING.clear()
     ledger, submitter, alice = w["ledger"], w["submitter"], w["alice"]
     # Two answers, one rated at the start of the pause and one at its end.
     early, late = chat(w, "alpha-7b", [QUESTIONS[0][1], QUESTIONS[2][1]])
@@ -139,7 +173,7 @@ def test_with_the_node_paused_a_minute_every_page_answers_within_a_second_and_ea
         # Within a probe's timeout and its refresh, every page says it at the top, each still at once.
         while True:
             page, s = timed(client.get, pages["another conversation"])
-            assert s < LIMIT_S, s
+            assert not slow({"another conversation": s})
             html = page.content.decode()
             if "chain-banner" in html:
                 break
