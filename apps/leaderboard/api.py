@@ -236,7 +236,8 @@ WEIGHTED_FIELDS = ("weighted", "weighted_low", "weighted_high", "weighted_rank",
 
 def validity_data(board: boards.Board) -> dict:
     return {"min_human": weighting.MIN_HUMAN, "text": board.votes_text, "ratings": board.ratings,
-            "ratings_text": board.ratings_text, "weighted_text": board.weighted_text, "columns": board.validity}
+            "ratings_text": board.ratings_text, "weighted_text": board.weighted_text, "columns": board.validity,
+            "column_lines": [{"column": header, "line": line} for header, line in board.column_lines]}
 
 
 def arena_data(summary: boards.ArenaSummary | None, context_id: str) -> dict | None:

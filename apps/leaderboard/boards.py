@@ -317,6 +317,11 @@ class Board:
         return weighting.columns(self.votes)
 
     @property
+    def column_lines(self) -> list[tuple[str, str]]:
+        """Per column, what it is checked against here, in one plain line."""
+        return weighting.column_lines(self.votes)
+
+    @property
     def votes_text(self) -> str:
         return weighting.votes_text(self.votes)
 

@@ -85,6 +85,38 @@ def columns(votes: dict) -> dict[str, dict]:
     }
 
 
+# Per column of the board, in the board's order: its header and how it stands against people here, in
+# one plain line (the automatic score's own figures are the line loaded beside it, board-validity).
+COLUMN_LINES = (
+    ("R", "r", "people's ratings and the automatic score together; its two parts are checked apart, "
+               "so R itself is not weighed."),
+    ("Weighted", "weighted", "each signal counted only as far as it agrees with people here."),
+    ("Arena Elo", "arena_elo", "people's blind votes here: one of the two signals the others are checked "
+                               "against."),
+    ("Ratings and Rₕ", "rh", "people's own ratings here: the other signal the others are checked against."),
+    ("Auto scores and Rₐ", "ra", ""),
+    ("Style-controlled Elo", "style_elo", "the same votes as the arena Elo, counted once there."),
+    ("Debate Elo", "debate_elo", "models judging models, not recorded on-chain: not checked against "
+                                 "people here, so it counts for nothing in the weighted score."),
+    ("Peer Elo", "peer_elo", "models rating each other, not recorded on-chain: not checked against "
+                             "people here, so it counts for nothing in the weighted score."),
+)
+
+
+def column_lines(votes: dict) -> list[tuple[str, str]]:
+    """(header, one plain line) per column of the board: what it is checked against here and what it
+    counts for; the automatic score's line says whether it has been checked yet and how it did."""
+    ra = columns(votes)["ra"]
+    if ra["status"] == MEASURED:
+        auto = (f"the automatic score, checked against {ra['pairs_non_tie']} of people's votes here "
+                f"(the line above): in the weighted score it weighs {ra['weight']:.2f} where each of "
+                "people's signals weighs 1.")
+    else:
+        auto = ("the automatic score: too few of people's votes here to check it yet (the line above), so "
+                "it counts for nothing in the weighted score.")
+    return [(header, line or auto) for header, _key, line in COLUMN_LINES]
+
+
 def votes_text(votes: dict) -> str:
     """The automatic score against people's votes here, in one plain line (the board page's own)."""
     from apps.annotate.site_validity import plain_line

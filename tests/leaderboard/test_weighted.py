@@ -136,6 +136,13 @@ def test_a_board_without_people_says_so_and_sorting_by_the_weighted_score_falls_
     assert [r["weighted"] for r in data["provisional"]] == [None, None]
     page = client.get(f"/?context={CTX}&sort=weighted").content.decode()
     assert "falls back to the automatic score" in page, page[page.find("<main"):][:3000]
+    # Beside each column, one plain line: what it is checked against here and what it counts for.
+    said = dict((c["column"], c["line"]) for c in data["validity"]["column_lines"])
+    assert list(said) == ["R", "Weighted", "Arena Elo", "Ratings and Rₕ", "Auto scores and Rₐ",
+                          "Style-controlled Elo", "Debate Elo", "Peer Elo"]
+    assert said["Auto scores and Rₐ"].startswith("the automatic score: too few of people's votes here")
+    assert "not checked against people here" in said["Debate Elo"]
+    assert 'id="board-columns"' in page and "<dt>Peer Elo</dt>" in page
     assert 'data-sort="weighted"' in page
 
 
@@ -167,6 +174,9 @@ def test_the_board_weighs_ra_by_its_agreement_with_the_votes_here_in_json_csv_an
     assert rows[m2]["weighted"] == pytest.approx((0.55 + w * 0.1) / (1 + w), abs=1e-6)
     assert [r["model_id"] for r in data["ranked"]] == [m1, m2]  # by the weighted score: Ra lifts model 1
     assert "the automatic score counts" in data["validity"]["weighted_text"]
+    auto = next(c["line"] for c in data["validity"]["column_lines"] if c["column"] == "Auto scores and Rₐ")
+    assert auto == (f"the automatic score, checked against 40 of people's votes here (the line above): in the "
+                    f"weighted score it weighs {w:.2f} where each of people's signals weighs 1.")
     table = list(csv.DictReader(io.StringIO(client.get(f"/api/boards/{CTX}.csv?sort=weighted").content.decode())))
     assert float(table[0]["weighted"]) == pytest.approx(rows[m1]["weighted"], abs=1e-6)
     assert table[0]["weighted_rank"] == str(rows[m1]["weighted_rank"])
