@@ -116,6 +116,15 @@ def test_the_validity_line_sits_beside_the_columns_and_the_weighted_ranking_sort
             assert size_px >= 12, (sel, size_px)  # readable on a phone
         line.scroll_into_view_if_needed()
         shot(page, f"validity line {size}")
+        # Each column's own line, a click away under the table: the automatic score's names the votes.
+        columns = page.locator("#board-columns")
+        columns.locator("summary").click()
+        expect(columns.locator("dd").nth(4)).to_contain_text(f"checked against {VOTES} of people's votes here")
+        expect(columns.locator("dt")).to_have_count(8)
+        box = columns.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width, box
+        columns.scroll_into_view_if_needed()
+        shot(page, f"column lines {size}")
 
         # The weighted column sorts on a click; its order is the JSON's, and the CSV carries the column.
         header = page.locator("table.board.ranked th[data-sort=weighted]")
