@@ -238,6 +238,9 @@ class Qualification(models.Model):
     error = models.TextField(blank=True)  # why it failed, or why it was not tried (skipped)
     created_at = models.DateTimeField(default=timezone.now)  # when it was queued
     started_at = models.DateTimeField(null=True, blank=True)  # when it began to run
+    # While it runs, the process running it says so every minute or so (apps/annotate/qualify.py): a
+    # running one that has not for a few minutes lost its worker and is taken again.
+    beat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

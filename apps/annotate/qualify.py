@@ -13,13 +13,16 @@ weight: an evaluator has to beat "the longer answer wins" on the mix of sets whe
 from __future__ import annotations
 
 import hashlib
+import logging
 import random
+import threading
 from dataclasses import dataclass
 from datetime import timedelta, timezone as dt_timezone
 from pathlib import Path
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.chain.evidence import default_store
@@ -33,6 +36,48 @@ from lib.weighting import qualification_record
 from .models import Qualification
 
 SAMPLE_SEED = 0
+log = logging.getLogger(__name__)
+# A running qualification's process marks it every BEAT_S; one not marked for LEASE_S lost its process
+# (killed, or its machine gone) and the next worker pass takes it again from the start.
+BEAT_S = 60.0
+LEASE_S = 300.0
+
+
+class Heartbeat:
+    """While a qualification runs (minutes to hours: one judge call per pair), a thread of its process
+    marks the row every BEAT_S, so that a worker tells a running one from one whose process died."""
+
+    def __init__(self, pk: int):
+        self.pk, self.stopped = pk, threading.Event()
+        self.thread = threading.Thread(target=self._beat, daemon=True, name=f"qualification {pk} heartbeat")
+
+    def _beat(self) -> None:
+        try:
+            while not self.stopped.wait(BEAT_S):
+                try:
+                    Qualification.objects.filter(pk=self.pk, status=Qualification.Status.RUNNING).update(
+                        beat_at=timezone.now())
+                except DatabaseError:  # the next beat tries again; a lease is several beats long
+                    log.warning("could not mark qualification %s as running", self.pk, exc_info=True)
+        finally:
+            connection.close()  # this thread's own connection
+
+    def __enter__(self) -> Heartbeat:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopped.set()
+        self.thread.join()
+
+
+def reclaim_abandoned(now=None) -> int:
+    """Running qualifications whose process stopped marking them for LEASE_S, put back to wait (each
+    taken again by the next pass); returns how many."""
+    cut = (now or timezone.now()) - timedelta(seconds=LEASE_S)
+    lost = Q(beat_at__lt=cut) | Q(beat_at__isnull=True, started_at__lt=cut)
+    return Qualification.objects.filter(lost, status=Qualification.Status.RUNNING).update(
+        status=Qualification.Status.PENDING, started_at=None, beat_at=None)
 
 
 @dataclass(frozen=True)
@@ -126,9 +171,11 @@ def qualify(evaluator: str, *, per_set: int | None = None, data_dir: Path | None
     kept on the row with its reason and raised as QualificationError."""
     # A row of its own runs at once: kept as running, so no worker takes it as waiting and runs it too.
     row = row or Qualification.objects.create(evaluator=evaluator, full=per_set is None, per_set=per_set,
-                                              status=Qualification.Status.RUNNING, started_at=timezone.now())
+                                              status=Qualification.Status.RUNNING, started_at=timezone.now(),
+                                              beat_at=timezone.now())
     try:
-        found = judge_sets(evaluator, per_set, data_dir, sets)
+        with Heartbeat(row.pk):
+            found = judge_sets(evaluator, per_set, data_dir, sets)
         record = qualification_record(evaluator=evaluator, params=found["judge"].params, sets=found["sets"],
                                       outcomes=found["outcomes"])
         cid = default_store().put(records.canonical(record))
@@ -264,6 +311,7 @@ def run_pending() -> int:
     from apps.chat.models import RegisteredModel
 
     enqueue_judges()
+    reclaim_abandoned()
     pending = Qualification.objects.filter(status=Qualification.Status.PENDING).order_by("created_at", "id")
     rows = [*pending.exclude(evaluator__startswith="debate:"), *pending.filter(evaluator__startswith="debate:")]
     if not rows:
@@ -284,9 +332,9 @@ def run_pending() -> int:
                     status=Qualification.Status.SKIPPED, error=why, finished_at=now):
                 return 1
             continue
-        row.status, row.started_at = Qualification.Status.RUNNING, now
+        row.status, row.started_at, row.beat_at = Qualification.Status.RUNNING, now, now
         if Qualification.objects.filter(pk=row.pk, status=Qualification.Status.PENDING).update(
-                status=row.status, started_at=row.started_at):
+                status=row.status, started_at=row.started_at, beat_at=row.beat_at):
             try:
                 qualify(row.evaluator, per_set=None if row.full else row.per_set, row=row)
             except QualificationError:

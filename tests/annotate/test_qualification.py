@@ -228,3 +228,58 @@ def test_a_qualification_run_from_the_command_is_kept_as_running_so_no_worker_ru
     q = qualify("watching", per_set=5)
     assert q.status == Qualification.Status.DONE and q.started_at is not None
     assert seen and all(s == (Qualification.Status.RUNNING, True, 0) for s in seen)
+
+
+def test_a_qualification_whose_worker_died_is_taken_again_once_its_lease_runs_out(data_dir):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.annotate import qualify as qualify_module
+
+    register_evaluator("agrees", AgreesMostly)
+    now = timezone.now()
+    lease = timedelta(seconds=qualify_module.LEASE_S)
+    # A worker took each and died: one last marked just inside the lease, one past it, and one from
+    # before rows were marked at all, started long ago.
+    alive = Qualification.objects.create(evaluator="agrees", per_set=5, status=Qualification.Status.RUNNING,
+                                         started_at=now - 2 * lease, beat_at=now - lease + timedelta(seconds=30))
+    dead = Qualification.objects.create(evaluator="agrees", per_set=5, status=Qualification.Status.RUNNING,
+                                        started_at=now - 2 * lease, beat_at=now - lease - timedelta(seconds=1))
+    unmarked = Qualification.objects.create(evaluator="agrees", per_set=5, status=Qualification.Status.RUNNING,
+                                            started_at=now - 2 * lease)
+    assert run_pending() == 1 and run_pending() == 1 and run_pending() == 0
+    for row in (alive, dead, unmarked):
+        row.refresh_from_db()
+    assert alive.status == Qualification.Status.RUNNING  # its process still marks it: left to it
+    assert dead.status == unmarked.status == Qualification.Status.DONE and dead.qualified
+    assert dead.started_at > now and dead.beat_at is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_running_qualification_is_marked_while_it_runs_and_not_after(data_dir, monkeypatch):
+    import time
+
+    from apps.annotate import qualify as qualify_module
+
+    monkeypatch.setattr(qualify_module, "BEAT_S", 0.05)
+    beats = []
+
+    class Slow(AgreesMostly):
+        name = "slow"
+
+        def compare(self, items):
+            row = Qualification.objects.get(evaluator="slow")
+            deadline = time.monotonic() + 10
+            while Qualification.objects.get(pk=row.pk).beat_at == row.beat_at:
+                assert time.monotonic() < deadline, "the running qualification was never marked"
+                time.sleep(0.02)
+            beats.append(Qualification.objects.get(pk=row.pk).beat_at)
+            return super().compare(items)
+
+    register_evaluator("slow", Slow)
+    q = qualify("slow", per_set=5)
+    assert q.status == Qualification.Status.DONE and beats
+    last = Qualification.objects.get(pk=q.pk).beat_at
+    time.sleep(0.2)
+    assert Qualification.objects.get(pk=q.pk).beat_at == last  # no mark once it is done
