@@ -85,8 +85,8 @@ def columns(votes: dict) -> dict[str, dict]:
     }
 
 
-# Per column of the board, in the board's order: its header and how it stands against people here, in
-# one plain line (the automatic score's own figures are the line loaded beside it, board-validity).
+# Per column of the board, in the board's order: its header, its key in `columns`, and how it stands
+# against people here in one plain line; the automatic score's ("ra") depends on the votes (column_lines).
 COLUMN_LINES = (
     ("R", "r", "people's ratings and the automatic score together; its two parts are checked apart, "
                "so R itself is not weighed."),
@@ -94,7 +94,7 @@ COLUMN_LINES = (
     ("Arena Elo", "arena_elo", "people's blind votes here: one of the two signals the others are checked "
                                "against."),
     ("Ratings and Rₕ", "rh", "people's own ratings here: the other signal the others are checked against."),
-    ("Auto scores and Rₐ", "ra", ""),
+    ("Auto scores and Rₐ", "ra", None),
     ("Style-controlled Elo", "style_elo", "the same votes as the arena Elo, counted once there."),
     ("Debate Elo", "debate_elo", "models judging models, not recorded on-chain: not checked against "
                                  "people here, so it counts for nothing in the weighted score."),
@@ -114,7 +114,7 @@ def column_lines(votes: dict) -> list[tuple[str, str]]:
     else:
         auto = ("the automatic score: too few of people's votes here to check it yet (the line above), so "
                 "it counts for nothing in the weighted score.")
-    return [(header, line or auto) for header, _key, line in COLUMN_LINES]
+    return [(header, auto if key == "ra" else line) for header, key, line in COLUMN_LINES]
 
 
 def votes_text(votes: dict) -> str:

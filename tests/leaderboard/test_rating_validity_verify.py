@@ -33,13 +33,6 @@ RATED = MIN_HUMAN + 4
 QUESTIONS = ("reliability", "completeness", "utility", "familiarity", "trust", "uncertainty")
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    cache.clear()
-    yield
-    cache.clear()
-
-
 @pytest.fixture(scope="module")
 def ipfs_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("ratings-ipfs")

@@ -36,12 +36,9 @@ DISAGREE = {k for k in range(VOTES) if k % 6 == 5}
 
 
 @pytest.fixture(autouse=True)
-def _fresh(settings):
-    cache.clear()
+def _few_redraws(settings):  # the cache is cleared around every test by tests/conftest.py
     settings.LLMCHAIN_ARENA_BOOTSTRAP = 30
     settings.LLMCHAIN_ARENA_STYLE_BOOTSTRAP = 5
-    yield
-    cache.clear()
 
 
 @pytest.fixture(scope="module")
