@@ -12,6 +12,7 @@ from datetime import timedelta
 import pytest
 import yaml
 from django.core.exceptions import ValidationError
+from django.db import connection
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
@@ -43,18 +44,21 @@ def _model(owner, name: str, url: str) -> RegisteredModel:
 
 
 def _push_ids_past(models) -> None:
-    """Rows of another user, made and deleted, so that the battle's ids never equal a model's pk (a URL
-    keyed by a model's pk filled with a battle's id would then name that model by chance)."""
-    bob = user("bob")
-    convs = [Conversation.objects.create(user=bob, model=models[2], context=models[2].contexts.first()
-                                         or make_contexts("spare")[0], title="spare") for _ in range(12)]
-    for c in convs:
-        begin_interaction(bob, c, "spare")
-    pairs = [Battle(user=bob, context=convs[0].context, conversation_a=convs[2 * k], conversation_b=convs[2 * k + 1],
-                    battle_id="0x" + f"{k + 1:064x}", status="abandoned") for k in range(6)]
-    Battle.objects.bulk_create(pairs)
-    Battle.objects.filter(user=bob).delete()
-    Conversation.objects.filter(user=bob).delete()
+    """Move the next ids of battles, conversations and interactions past every model's pk, so that the
+    battle's ids never equal a model's pk (a URL keyed by a model's pk filled with a battle's id would then
+    name that model by chance). PostgreSQL's sequences do not roll back with a test's transaction, so the
+    tables' counters stand wherever earlier tests on the worker left them: set them, do not count on them."""
+    above = max(m.pk for m in RegisteredModel.objects.all()) + 1000
+    with connection.cursor() as cursor:
+        for model in (Battle, Conversation, Interaction):
+            table = model._meta.db_table
+            if connection.vendor == "postgresql":
+                cursor.execute("SELECT setval(pg_get_serial_sequence(%s, 'id'), "
+                               "GREATEST(%s, (SELECT COALESCE(MAX(id), 0) FROM " + table + ")))", [table, above])
+            else:  # SQLite's AUTOINCREMENT counter: the next id is one past the largest ever given
+                cursor.execute("UPDATE sqlite_sequence SET seq = MAX(seq, %s) WHERE name = %s", [above, table])
+                if not cursor.rowcount:
+                    cursor.execute("INSERT INTO sqlite_sequence (name, seq) VALUES (%s, %s)", [table, above])
 
 
 @pytest.fixture
@@ -182,6 +186,7 @@ def test_as_the_battles_user_no_url_the_site_routes_names_a_side_until_the_vote_
         for name in kinds:
             filled = [f.replace("{" + name + "}", v) for f in filled for v in ints + strs]
         urls |= set(filled)
+    assert not set(ints) & {str(m.pk) for m in RegisteredModel.objects.all()}, "an id would name a model by chance"
     assert len(urls) > 100 and "/api/conversations" in urls and f"/api/interactions/{answers[0].pk}" in urls
     secrets_ = _secrets(b, cids)
     assert (state == "before the vote") == (len(secrets_) == 8), "the autoEval transactions are looked for too"
