@@ -31,7 +31,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from lib import topical_chat
 from lib.evaluators import EvaluatorError, Length, available_evaluators, get_evaluator
-from lib.labelled_sets import LabelledSetError, llmbar_pairs, pandalm_pairs
+from lib.labelled_sets import LabelledSetError, llmbar_pairs, mtbench_pairs, pandalm_pairs
 from lib.metaeval import (CORRELATIONS, MIN_CORRELATION_N, PairsFileError, pairs_report, read_pairs,
                           score_correlations, validity)
 
@@ -86,6 +86,12 @@ class Command(BaseCommand):
             imported = sub.add_parser(f"import-{name}", help=f"write the pairs file of {what}")
             imported.add_argument("path", help=what)
             imported.add_argument("--out", required=True, help="the JSONL file to write")
+        mtbench = sub.add_parser("import-mtbench", help="write the pairs file of MT-Bench's human judgements")
+        mtbench.add_argument("path", help="the `human` split as JSON (human_judgments.json) or JSON Lines")
+        mtbench.add_argument("--out", required=True, help="the JSONL file to write")
+        mtbench.add_argument("--questions", help="MT-Bench's question.jsonl, for the categories and, from "
+                                                 "reference_answer/gpt-4.jsonl beside it, the reference answers "
+                                                 "(default: LLMCHAIN_MTBENCH_DIR's, if there is one)")
         qualify = sub.add_parser("qualify", help="run an evaluator on the human-labelled sets (PandaLM, LLMBar) and "
                                                  "keep the weight it earns against the length rule")
         qualify.add_argument("--evaluator", required=True, help=f"one of: {evaluators}")
@@ -282,6 +288,9 @@ class Command(BaseCommand):
             pairs = read(path)
         except LabelledSetError as exc:
             raise CommandError(str(exc)) from None
+        self._write_imported(pairs, out)
+
+    def _write_imported(self, pairs: list[dict], out: str) -> None:
         self._write_pairs(pairs, out)
         ties = sum(1 for p in pairs if p["human"] == "tie")
         self.stdout.write(f"wrote {len(pairs)} pairs ({ties} human ties) to {printable(out)}")
@@ -291,6 +300,21 @@ class Command(BaseCommand):
 
     def do_import_llmbar(self, *, path, out, **_):
         self._import(llmbar_pairs, path, out)
+
+    def do_import_mtbench(self, *, path, out, questions=None, **_):
+        from django.conf import settings
+
+        if questions is None and (Path(settings.LLMCHAIN_MTBENCH_DIR) / "question.jsonl").exists():
+            questions = Path(settings.LLMCHAIN_MTBENCH_DIR) / "question.jsonl"
+        try:
+            pairs, counts = mtbench_pairs(path, questions)
+        except LabelledSetError as exc:
+            raise CommandError(str(exc)) from None
+        self._write_imported(pairs, out)
+        self.stdout.write(f"from {counts['judgements']} judgements; {counts['pairs_judged_more_than_once']} pairs "
+                          f"judged more than once, {counts['pairs_disagreed']} of them with the judges disagreeing "
+                          f"(the most frequent label wins, a tie when two are as frequent); categories from "
+                          f"{printable(questions) if questions else 'nowhere (all MT-Bench)'}")
 
     def do_qualify(self, *, evaluator, sample=None, full=False, **_):
         from django.conf import settings
