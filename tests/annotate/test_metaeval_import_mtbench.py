@@ -189,3 +189,21 @@ def test_a_json_list_names_the_item_and_its_line_and_parquet_is_refused_by_name(
     with pytest.raises(CommandError, match="is a parquet file: give the dataset's human_judgments.json"):
         command("import-mtbench", str(source), "--out", str(out))
     assert not out.exists()
+
+
+def test_a_tie_with_its_reason_is_a_tie_and_a_turn_1_record_may_stop_after_its_exchange(tmp_path):
+    # FastChat's agreement script reads any winner starting "tie" as a tie ("tie (bothbad)").
+    short = {**GOOD, "winner": "tie (bothbad)", "conversation_b": GOOD["conversation_b"][:2]}
+    source = tmp_path / "human.jsonl"
+    source.write_text(json.dumps(short) + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    command("import-mtbench", str(source), "--out", str(out), "--questions", str(write_questions(tmp_path)))
+    pair, = read_jsonl(out)
+    assert (pair["human"], pair["question"], pair["answer_a"], pair["answer_b"], pair["category"]) == (
+        "tie", "Q1", "A1", "B1", "writing")
+
+
+def write_questions(folder: Path) -> Path:
+    path = folder / "question.jsonl"
+    path.write_text(json.dumps({"question_id": 81, "category": "writing", "turns": ["Q1", "Q2"]}) + "\n")
+    return path
