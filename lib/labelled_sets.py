@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -119,12 +118,11 @@ def llmbar_pairs(path: str | Path) -> list[dict]:
 MTBENCH_WINNERS = {"model_a": "a", "model_b": "b", "tie": "tie"}
 MTBENCH_PEOPLE = ("expert", "author")  # the split's judges: "expert_12", "author_3"
 MTBENCH_FIELDS = ("question_id", "model_a", "model_b", "winner", "judge", "conversation_a", "conversation_b", "turn")
-_SPACE = re.compile(r"\s*")
 
 
 def _records(path: Path) -> list[tuple[str, object]]:
-    """(where, value) of each record of a JSON list or a JSONL file; `where` names the line, so a
-    message can point into a 17 MB file. Parquet (the dataset's other published form) is refused by
+    """(where, value) of each record of a JSON list or a JSONL file; `where` names the line of a
+    JSONL record and the index of a list's item, so a message can point into a 17 MB file. Parquet (the dataset's other published form) is refused by
     name: reading it needs pyarrow, which the project does not depend on."""
     try:
         raw = path.read_bytes()
@@ -137,8 +135,7 @@ def _records(path: Path) -> list[tuple[str, object]]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise LabelledSetError(f"{path} is not UTF-8 text: {exc}") from None
-    start = _SPACE.match(text).end()
-    if not text.startswith("[", start):
+    if not text.lstrip().startswith("["):
         rows = []
         for number, line in enumerate(text.splitlines(), start=1):
             if line.strip():
@@ -147,30 +144,11 @@ def _records(path: Path) -> list[tuple[str, object]]:
                 except ValueError as exc:
                     raise LabelledSetError(f"{path} line {number}: not JSON ({exc})") from None
         return rows
-    # A JSON list, decoded item by item to know the line each one starts on; lines are counted
-    # as the reading moves on, not from the top each time (3,355 items).
-    decoder, rows, at, line = json.JSONDecoder(), [], start + 1, text.count("\n", 0, start) + 1
-    while True:
-        nxt = _SPACE.match(text, at).end()
-        line, at = line + text.count("\n", at, nxt), nxt
-        if text.startswith("]", at) and not rows:
-            break
-        try:
-            value, end = decoder.raw_decode(text, at)
-        except json.JSONDecodeError as exc:
-            raise LabelledSetError(f"{path} line {exc.lineno}: not JSON ({exc.msg})") from None
-        rows.append((f"{path} item {len(rows)} (line {line})", value))
-        line, at = line + text.count("\n", at, end), end
-        nxt = _SPACE.match(text, at).end()
-        line, at = line + text.count("\n", at, nxt), nxt
-        if text.startswith(",", at):
-            at += 1
-        elif text.startswith("]", at):
-            break
-        else:
-            raise LabelledSetError(f"{path} line {line}: expected ',' or ']' after item {len(rows) - 1}")
-    if text[at + 1:].strip():
-        raise LabelledSetError(f"{path} line {line}: text after the list's closing ']'")
+    try:
+        items = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LabelledSetError(f"{path} line {exc.lineno}: not JSON ({exc.msg})") from None
+    rows = [(f"{path} item {i}", value) for i, value in enumerate(items)]
     return rows
 
 
