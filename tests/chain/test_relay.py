@@ -15,9 +15,11 @@ from eth_account import Account
 
 from apps.chain import indexer, metatx, outbox, relay
 from apps.chain.audit import run_audit
+from apps.chain.client import ChainClient, account_from_key
+from apps.chain.deploy import deploy, grant_role
 from apps.chain.keys import new_key, relayer_address
 from apps.chain.models import ChainTransaction, OutboxItem, Sender
-from apps.chain.node import DEV_KEYS
+from apps.chain.node import DEV_KEYS, AnvilNode
 from apps.chain.submitter import RELAY, Submitter
 from lib.ids import b32
 
@@ -25,6 +27,33 @@ from .conftest import drain, drain_sharded, rand_id
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db(transaction=True)]
 ANSWERS = {"reliability": 4, "completeness": 5, "utility": 3, "familiarity": 4, "trust": 3, "uncertainty": 2}
+# Blocks every quarter of a second here, where the package's ledger node (tests/chain/conftest.py) mines
+# one a second as `make run` does: each test waits for a dependency's block again and again (the world's
+# accounts, then its model; each autoEval, humEval, updateReputation after the other), about 60 of the
+# module's 85 s at one a second, and what the tests check (batches, nonces, deadlines, skips and reverts)
+# does not depend on how long a block takes. anvil stamps blocks with the wall clock's second, several
+# blocks the same second, so the chain's clock keeps pace with this machine's, as the deadlines need.
+BLOCK_TIME_S = 0.25
+
+
+@pytest.fixture(scope="module")
+def ledger_node(tmp_path_factory, admin, oracle):
+    """The package's ledger node at BLOCK_TIME_S. The contracts are deployed on the interval-mining
+    node itself (tests.support.deploy_on_interval_node switches to automine for them, but anvil takes
+    only whole seconds back from evm_setIntervalMining): ten transactions, a block each."""
+    path = tmp_path_factory.mktemp("ledger")
+    node = AnvilNode(block_time=BLOCK_TIME_S, base_fee=0, state_file=path / "state.json", log_file=path / "anvil.log")
+    node.start()
+    try:
+        client = ChainClient(node.url)
+        deployment = deploy(client, account_from_key(DEV_KEYS[0]))
+        grant_role(client, deployment, account_from_key(DEV_KEYS[0]), "ORACLE_ROLE", oracle.address)
+        node.deployment_file = path / "deployment.json"
+        deployment.save(node.deployment_file)
+        node.deployment = deployment
+        yield node
+    finally:
+        node.stop()
 
 
 def _hum(world, iid: str) -> bool:

@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import secrets
 import shlex
+import signal
 import subprocess
 import sys
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlparse, urlunparse
@@ -35,6 +37,7 @@ from apps.chain.audit import all_events
 from apps.chain.node import DEV_KEYS, AnvilNode, free_port
 from tests.chain.stack import REPO, Service
 from tests.chain.test_faults import MODELS, QUESTIONS, mtbench, wait_until
+from tests.ops.topology_world import REPLY
 from tests.personas import PASSWORD
 from tests.support import deploy_on_interval_node
 
@@ -101,22 +104,67 @@ class Postgres:
             conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
 
 
+class World:
+    """`python -m tests.ops.topology_world serve` on pipes: one process, one Django start-up, answers the
+    setup and every report of the drain (a process each cost about 1.3 CPU-s, 15 to 40 times a run)."""
+
+    def __init__(self, env: dict, log: Path):
+        self.log = log
+        with log.open("ab") as err:
+            self.proc = subprocess.Popen([sys.executable, "-m", "tests.ops.topology_world", "serve"], cwd=REPO,
+                                         env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                         text=True, bufsize=1)
+        self.replies: queue.Queue = queue.Queue()
+        self.other = deque(maxlen=20)  # anything else it printed, for the failure's message
+        threading.Thread(target=self._read, daemon=True, name="topology-world").start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            if line.startswith(REPLY):
+                self.replies.put(json.loads(line.removeprefix(REPLY)))
+            else:
+                self.other.append(line)
+        self.replies.put(None)  # its stdout closed: it exited
+
+    def ask(self, *args: str, timeout: float = 180) -> dict:
+        try:
+            self.proc.stdin.write(json.dumps(args) + "\n")
+            self.proc.stdin.flush()
+            out = self.replies.get(timeout=timeout)
+        except (OSError, queue.Empty) as exc:
+            out = {"error": f"no answer: {exc!r}"}
+        if out is None:
+            out = {"error": f"it exited with {self.proc.wait()}"}
+        log = self.log.read_text(errors="replace")[-3000:]
+        assert "error" not in out, f"topology_world {args}: {out['error'][-3000:]}{''.join(self.other)}{log}"
+        return out
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()  # its loop ends
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
 class Topology:
     """The node, then migrations, then every unit's processes, all pointed at one database and Redis."""
 
     def __init__(self, tmp: Path, database: str, redis_url: str):
         self.tmp = tmp
-        self.node = AnvilNode(block_time=1, base_fee=0, state_file=tmp / "chain" / "state.json",
+        # Its port now: the stack's environment names it before the node is started.
+        self.node = AnvilNode(port=free_port(), block_time=1, base_fee=0, state_file=tmp / "chain" / "state.json",
                               log_file=tmp / "anvil.log")
         self.database, self.redis_url = database, redis_url
         self.services: dict[str, Service] = {}
         self.sites: list[str] = []
+        self.world: World | None = None
 
     def start(self) -> None:
-        self.node.start()
-        deployment_file = self.tmp / "deployment.json"
-        self.ledger = deploy_on_interval_node(self.node, deployment_file)
         (self.tmp / "ipfs").mkdir()
+        deployment_file = self.tmp / "deployment.json"
         self.env = {
             **os.environ,
             # The production profile (deploy/llmchain.env.example), on a chain declared throwaway.
@@ -133,7 +181,20 @@ class Topology:
             "LLMCHAIN_RESEND_AFTER_S": "5", "LLMCHAIN_FINALITY": "auto",
             "PYTHONUNBUFFERED": "1",
         }
-        self.run([sys.executable, "manage.py", "migrate", "--noinput"], timeout=300)
+        # The migrations (llmchain-migrate.service) while the node starts and the contracts are deployed:
+        # neither needs the other.
+        migrate = subprocess.Popen([sys.executable, "manage.py", "migrate", "--noinput"], cwd=REPO, env=self.env,
+                                   text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            self.node.start()
+            self.ledger = deploy_on_interval_node(self.node, deployment_file)
+            out, _ = migrate.communicate(timeout=300)
+        finally:
+            if migrate.poll() is None:
+                migrate.kill()
+                migrate.wait()
+        assert migrate.returncode == 0, f"migrate: {out[-3000:]}"
+        self.world = World(self.env, self.tmp / "world.log")
         ports = [free_port(), free_port()]
         self.sites = [f"http://127.0.0.1:{p}" for p in ports]
         for i, port in enumerate(ports, start=1):
@@ -147,11 +208,6 @@ class Topology:
 
     def run(self, argv: list[str], timeout: float = 180) -> subprocess.CompletedProcess:
         return subprocess.run(argv, cwd=REPO, env=self.env, text=True, capture_output=True, timeout=timeout)
-
-    def world(self, *args: str) -> dict:
-        done = self.run([sys.executable, "-m", "tests.ops.topology_world", *args])
-        assert done.returncode == 0, f"topology_world {args}: {done.stdout[-2000:]}{done.stderr[-3000:]}"
-        return json.loads(done.stdout.strip().splitlines()[-1])
 
     def wait_for_sites(self) -> None:
         def up(url: str) -> bool:
@@ -167,8 +223,19 @@ class Topology:
         return "\n".join(f"--- {s.name}\n{s.tail(1500)}" for s in self.services.values())
 
     def shutdown(self) -> None:
-        for service in self.services.values():
-            service.stop()
+        """SIGTERM to every process at once, then wait for them (killed if still there after 20 s): one
+        after the other, each waited for before the next was told, the stops took about 10 s."""
+        if self.world is not None:
+            self.world.stop()
+        running = [s for s in self.services.values() if s.running]
+        for service in running:
+            os.killpg(service.proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for service in running:
+            try:
+                service.proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                service.kill()
         self.node.stop()
 
 
@@ -183,45 +250,55 @@ class Chats:
         self.ratings: list[str] = []  # interaction ids whose rating the API accepted
         self.errors: list[str] = []
         self.first_third = threading.Event()
+        self.clients: list[httpx.Client] = []
 
     def chat(self, n: int) -> None:
         person = list(self.tokens)[n % len(self.tokens)]
         headers = {**PROXY, "Authorization": f"Token {self.tokens[person]}"}
         model = MODELS[n % len(MODELS)]
         prompt = QUESTIONS[1 + n % len(QUESTIONS)]
-        with httpx.Client(base_url=self.sites[n % len(self.sites)], headers=headers, timeout=120,
-                          trust_env=False) as client:
-            conv = client.post("/api/conversations", json={"model": self.models[model], "context": self.context})
-            if conv.status_code != 201:
-                return self._error(f"conversation {n}: {conv.status_code} {conv.text[:200]}")
-            answer = client.post(f"/api/conversations/{conv.json()['id']}/messages", json={"prompt": prompt})
-            if answer.status_code != 201:
-                return self._error(f"message {n}: {answer.status_code} {answer.text[:200]}")
-            body = answer.json()
-            with self.lock:
-                self.answered.append(body)
-                if len(self.answered) >= KILL_AFTER:
-                    self.first_third.set()
-            rating = client.post(f"/api/interactions/{body['id']}/rating",
-                                 json={f: 1 + (n + i) % 5 for i, f in enumerate(
-                                     ("reliability", "completeness", "utility", "familiarity", "trust",
-                                      "uncertainty"))})
-            if rating.status_code != 201:
-                return self._error(f"rating {n}: {rating.status_code} {rating.text[:200]}")
-            with self.lock:
-                self.ratings.append(body["interaction_id"])
+        client = self.clients[n % len(self.sites)]
+        conv = client.post("/api/conversations", headers=headers,
+                           json={"model": self.models[model], "context": self.context})
+        if conv.status_code != 201:
+            return self._error(f"conversation {n}: {conv.status_code} {conv.text[:200]}")
+        answer = client.post(f"/api/conversations/{conv.json()['id']}/messages", headers=headers,
+                             json={"prompt": prompt})
+        if answer.status_code != 201:
+            return self._error(f"message {n}: {answer.status_code} {answer.text[:200]}")
+        body = answer.json()
+        with self.lock:
+            self.answered.append(body)
+            if len(self.answered) >= KILL_AFTER:
+                self.first_third.set()
+        rating = client.post(f"/api/interactions/{body['id']}/rating", headers=headers,
+                             json={f: 1 + (n + i) % 5 for i, f in enumerate(
+                                 ("reliability", "completeness", "utility", "familiarity", "trust",
+                                  "uncertainty"))})
+        if rating.status_code != 201:
+            return self._error(f"rating {n}: {rating.status_code} {rating.text[:200]}")
+        with self.lock:
+            self.ratings.append(body["interaction_id"])
 
     def _error(self, text: str) -> None:
         with self.lock:
             self.errors.append(text)
 
     def run(self) -> None:
-        with ThreadPoolExecutor(max_workers=CHATS) as pool:
-            for future in [pool.submit(self.chat, n) for n in range(CHATS)]:
-                try:
-                    future.result()
-                except httpx.HTTPError as exc:
-                    self._error(repr(exc))
+        # One client per web process, with a connection for each chat at once: a client of each chat's
+        # own cost 15 ms of CPU apiece (httpx loads the CA bundle for every client), for plain http.
+        limits = httpx.Limits(max_connections=CHATS, max_keepalive_connections=CHATS)
+        self.clients = [httpx.Client(base_url=site, timeout=120, trust_env=False, limits=limits) for site in self.sites]
+        try:
+            with ThreadPoolExecutor(max_workers=CHATS) as pool:
+                for future in [pool.submit(self.chat, n) for n in range(CHATS)]:
+                    try:
+                        future.result()
+                    except httpx.HTTPError as exc:
+                        self._error(repr(exc))
+        finally:
+            for client in self.clients:
+                client.close()
 
 
 def test_two_of_everything_lose_nothing_when_one_of_each_worker_dies(tmp_path):
@@ -240,12 +317,18 @@ def test_two_of_everything_lose_nothing_when_one_of_each_worker_dies(tmp_path):
     started = time.monotonic()
     try:
         topology.start()
-        world = topology.world("setup", str(mtbench(tmp_path / "mt_bench")), str(USERS))
+        world = topology.world.ask("setup", str(mtbench(tmp_path / "mt_bench")), str(USERS))
         topology.wait_for_sites()
+
+        def token(n: int, name: str) -> httpx.Response:
+            return httpx.post(topology.sites[n % 2] + "/api/token", json={"username": name, "password": PASSWORD},
+                              headers=PROXY, timeout=30, trust_env=False)
+
+        # Side by side, both web processes at once: each sign-in checks a password hash (about 0.3 s of CPU).
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            replies = list(pool.map(token, range(len(world["users"])), world["users"]))
         tokens = {}
-        for n, name in enumerate(world["users"]):
-            r = httpx.post(topology.sites[n % 2] + "/api/token", json={"username": name, "password": PASSWORD},
-                           headers=PROXY, timeout=30, trust_env=False)
+        for name, r in zip(world["users"], replies):
             assert r.status_code == 200, f"token for {name}: {r.status_code} {r.text[:200]}"
             tokens[name] = r.json()["token"]
         chats = Chats(topology.sites, tokens, world["models"], world["context"])
@@ -262,8 +345,8 @@ def test_two_of_everything_lose_nothing_when_one_of_each_worker_dies(tmp_path):
         load_s = round(time.monotonic() - t0, 1)
 
         deadline = time.monotonic() + DRAIN_TIMEOUT_S
-        while (state := topology.world("report"))["left"] and time.monotonic() < deadline:
-            time.sleep(1)
+        while (state := topology.world.ask("report"))["left"] and time.monotonic() < deadline:
+            time.sleep(0.5)
         drain_s = round(time.monotonic() - t0 - load_s, 1)
         assert not state["left"], f"not drained {DRAIN_TIMEOUT_S} s after the load: {state['left']} " \
                                   f"{state['unconfirmed']}\n{topology.logs()}"
