@@ -3,7 +3,8 @@
 What it measures, end to end through the code the site runs:
 
 - a fresh anvil node (block time 1 s, free gas, 1e9 block gas limit) on a free port, with the
-  contracts deployed and wired by `deploy`; nothing touches the node in settings;
+  contracts deployed and wired by `deploy` (each of its transactions mined at once, then a block a
+  second again before the submitters start); nothing touches the node in settings;
 - for each function and each offered rate, a producer writes outbox rows at that rate (a bulk
   insert every ~50 ms, rows built as `outbox.enqueue` builds them) while the real `Submitter`
   signs, batches, broadcasts and confirms them; by default the submitter is `python manage.py
@@ -724,11 +725,18 @@ class ChainBench:
             self.users.append(account.address)
             self.user_keys[account.address] = bytes(account.key)
         self.addresses |= set(self.users)
+        # The deployment's transactions one after the other, each mined at once (automine), where each
+        # waited for the next block, a second (seven of them: 7 s of every fresh node's setup); then a
+        # block a second again, before the submitters start and anything is measured.
+        self.client.request("evm_setIntervalMining", [0])
+        self.client.request("evm_setAutomine", [True])
         # Free gas: no funds are needed; a balance anyway, in case the node ever prices gas.
         self.client.batch([("anvil_setBalance", [a, hex(10**24)]) for a in sorted(self.addresses)])
         admin = account_for(self.admin)
         self.deployment: Deployment = deploy(self.client, admin)
         grant_oracle_roles(self.client, self.deployment, admin, oracle_addresses())
+        self.client.request("evm_setAutomine", [False])
+        self.client.request("evm_setIntervalMining", [1])
         self.deployment_file = work_dir / "deployment.json"
         self.deployment.save(self.deployment_file)
         self.ledger = Ledger(self.client, self.deployment)

@@ -71,8 +71,12 @@ def test_bench_chain_prints_its_figures_and_confirms_every_call_once():
 def test_each_rate_of_a_sweep_runs_on_a_fresh_node_and_a_function_on_one_node_when_asked():
     def run(*args):
         out = io.StringIO()
+        # The submitter as a thread of this process (the test above runs the default, two `chain submit`
+        # processes per node): this test is about the nodes, and its three nodes spared six processes'
+        # Django starts (about 1.5 CPU-s each).
         call_command("bench", "chain", "--functions", "autoEval", "--rates", "10,20", "--duration", "1", "--users",
-                     "2", "--ceiling-duration", "1", "--full-sweep", *args, stdout=out)  # both rates, saturated or not
+                     "2", "--ceiling-duration", "1", "--full-sweep", "--submitter", "thread", *args,
+                     stdout=out)  # both rates, saturated or not
         lines = out.getvalue().strip().splitlines()
         return json.loads(lines[-1]), [line.split(":")[0] for line in lines if line.startswith(("--- ", "node ceiling"))]
 
