@@ -27,6 +27,13 @@ django_settings.LLMCHAIN_BOARD_MAX_STALE_S = float(os.environ["LLMCHAIN_BOARD_MA
 # narrows it again to show what it refuses.
 os.environ.setdefault("LLMCHAIN_OUTBOUND_ALLOW", "localhost,127.0.0.0/8,[::1]")
 django_settings.LLMCHAIN_OUTBOUND_ALLOW = os.environ["LLMCHAIN_OUTBOUND_ALLOW"]
+# Torch runs one thread in the test processes and in the processes they start (the oracle's BERTScore,
+# the scoring bench): five workers share 2 cores, and torch's default of a thread per core spin-waited
+# on itself there (the BERTScore tests with a busy process beside: 69 CPU-s on two threads, 25 on one).
+# The built-in model's server sets its own threads (modelserver/loading.py).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+if "torch" in sys.modules:
+    sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 def _own_redis_databases(worker: str) -> None:
