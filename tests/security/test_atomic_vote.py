@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from dataclasses import dataclass
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -34,7 +35,7 @@ from eth_utils import to_checksum_address
 
 from apps.chain import indexer, metatx, outbox, relay
 from apps.chain.keys import account_for, oracle_address, relayer_address
-from apps.chain.ledger import RELAYABLE
+from apps.chain.ledger import RELAYABLE, Ledger
 from apps.chain.client import from_hex
 from apps.chain.models import ArenaBattle, ChainTransaction, OutboxItem, Sender
 from apps.chain.submitter import ZERO_ADDRESS, Submitter
@@ -52,6 +53,29 @@ from tests.personas import developer, user
 from tests.security.test_blind_arena import _body, _model
 from tests.security.test_relay_door import _least_gas
 from tests.support import new_account
+
+
+@pytest.fixture(autouse=True)
+def _quick_passwords(settings):
+    """Each battle signs up two people (`_site`): hashing their password with PBKDF2 took 0.22 CPU-s
+    each, for nothing these tests look at."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@dataclass
+class Chain:
+    """What the tests through the site take of `world`: its ledger and the site's admin and oracle. Not
+    world's accounts, context and model: a battle registers its own (`_site`), and world's drain of them
+    took two blocks before every test."""
+
+    ledger: Ledger
+    admin: str
+    oracle: str
+
+
+@pytest.fixture
+def chain(ledger, admin, oracle) -> Chain:
+    return Chain(ledger, admin.address, oracle.address)
 
 
 def decode_batch(data: bytes) -> tuple[list[str], str]:
@@ -80,7 +104,7 @@ def test_open_battle_relayed_gets_the_gas_it_needs_with_a_margin_and_no_more(fre
 
 
 @pytest.mark.django_db
-def test_the_door_takes_open_battle_only_from_the_sites_oracle(world):
+def test_the_door_takes_open_battle_only_from_the_sites_oracle(chain):
     wallet = Account.create()
     clean = outbox.check_call("openBattle", {"battleId": rand_id(), "interactionA": rand_id(),
                                              "interactionB": rand_id(), "voided": False})
@@ -90,23 +114,23 @@ def test_the_door_takes_open_battle_only_from_the_sites_oracle(world):
     with pytest.raises(outbox.InvalidCall, match="only when this site's oracle signs it"):
         outbox.enqueue("openBattle", wallet.address, clean, request=request)
     assert not OutboxItem.objects.filter(function="openBattle").exists()
-    item = outbox.enqueue_signed("openBattle", world.oracle, clean)  # the site's own oracle: taken
-    assert item.signer == world.oracle and item.request["gas"] == RELAYABLE["openBattle"]
+    item = outbox.enqueue_signed("openBattle", chain.oracle, clean)  # the site's own oracle: taken
+    assert item.signer == chain.oracle and item.request["gas"] == RELAYABLE["openBattle"]
 
 
 # -- through the site, on a real chain ----------------------------------------------------------------
-def _site(world, settings, tmp_path, hostile, *, wallet: bool):
+def _site(chain, settings, tmp_path, hostile, *, wallet: bool):
     """alice's battle in a context and between two models that exist on-chain, both answers in."""
     settings.LLMCHAIN_IPFS_DIR = tmp_path / "ipfs"
     settings.LLMCHAIN_RELAY = "auto"
     context, = make_contexts(f"writing-{rand_id()[2:8]}")
-    outbox.enqueue("addContext", world.admin, {"contextId": context.context_id, "name": context.name})
+    outbox.enqueue("addContext", chain.admin, {"contextId": context.context_id, "name": context.name})
     dave = developer(f"dave{rand_id()[2:8]}")
     for name in ("lighthouse-3b", "harbour-7b"):
         _model(dave, f"{name}-{rand_id()[2:6]}", hostile.url())
     alice = user(f"alice{rand_id()[2:8]}")
     account = _link(alice)[0] if wallet else None
-    drain(Submitter(world.ledger, owner="setup"))
+    drain(Submitter(chain.ledger, owner="setup"))
     battle = arena.start_battle(alice, context, random.Random(3))
     _answered(battle)
     return alice, account, Battle.objects.get(pk=battle.pk)
@@ -119,24 +143,24 @@ def _vote(alice, account, battle: Battle, outcome: str) -> Battle:
     return arena.vote(alice, Battle.objects.get(pk=battle.pk), outcome, _sign(prepared, account.key))
 
 
-def _answers_on_chain(world, battle: Battle) -> None:
+def _answers_on_chain(chain, battle: Battle) -> None:
     """What the oracle does once the vote is signed (its autoEval calls were held until then)."""
     for interaction in arena.first_answers(battle):
         auto_eval_queued(interaction)
-    drain(Submitter(world.ledger, owner="answers"))
+    drain(Submitter(chain.ledger, owner="answers"))
 
 
-def _events(world, name: str, battle_id: str) -> list[dict]:
+def _events(chain, name: str, battle_id: str) -> list[dict]:
     """Every log of `name` about the battle (its id is the first indexed topic), from block 0."""
-    abi = world.ledger.abis["reputation"]
-    client = world.ledger.client
-    return client.logs([world.ledger.deployment.reputation], 0, client.block_number(),
+    abi = chain.ledger.abis["reputation"]
+    client = chain.ledger.client
+    return client.logs([chain.ledger.deployment.reputation], 0, client.block_number(),
                        ["0x" + abi.event_topic(name).hex(), battle_id])
 
 
-def _direct(world, account, to: str, data: bytes) -> dict:
+def _direct(chain, account, to: str, data: bytes) -> dict:
     """A transaction sent straight from `account` (not through the site); its receipt."""
-    client = world.ledger.client
+    client = chain.ledger.client
     signed = client.sign(account, to, data, client.nonce(account.address), 200_000)
     assert client.send_raw([signed.raw]) == [None]
     for _ in range(100):
@@ -147,7 +171,7 @@ def _direct(world, account, to: str, data: bytes) -> dict:
     raise AssertionError("the direct transaction was not mined")
 
 
-def _use_nonce_elsewhere(world, signer_key, signer: str) -> None:
+def _use_nonce_elsewhere(chain, signer_key, signer: str) -> None:
     """The signer spends its next forwarder nonce on another request (relayed by someone else, not
     through this site): a vote on a battle that does not exist, whose call reverts, its nonce used."""
     dep = relay.deployment()
@@ -155,61 +179,61 @@ def _use_nonce_elsewhere(world, signer_key, signer: str) -> None:
     clean = outbox.check_call("vote", {"battleId": rand_id(), "outcome": 1})
     request = metatx.sign_request(relay.unsigned(signer, "vote", clean, nonce), signer_key, dep.chainId, dep.forwarder)
     stranger = Account.create()
-    to, data, _ = world.ledger.relay_calldata([request], stranger.address)
-    assert int(_direct(world, stranger, to, data)["status"], 16) == 1
+    to, data, _ = chain.ledger.relay_calldata([request], stranger.address)
+    assert int(_direct(chain, stranger, to, data)["status"], 16) == 1
     assert relay.chain_nonce(signer) == nonce + 1
 
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("kind", ["custodial", "wallet"])
 def test_a_site_vote_lands_in_the_transaction_that_opens_its_battle_and_a_direct_vote_after_changes_nothing(
-        world, settings, tmp_path, hostile, kind):
-    alice, account, battle = _site(world, settings, tmp_path, hostile, wallet=kind == "wallet")
+        chain, settings, tmp_path, hostile, kind):
+    alice, account, battle = _site(chain, settings, tmp_path, hostile, wallet=kind == "wallet")
     battle = _vote(alice, account, battle, "b")
-    _answers_on_chain(world, battle)
+    _answers_on_chain(chain, battle)
     assert arena.advance_waiting() == 1
     battle.refresh_from_db()
     opened, voted = battle.open_item, battle.vote_item
-    drain(Submitter(world.ledger, owner="arena"))
+    drain(Submitter(chain.ledger, owner="arena"))
     opened.refresh_from_db()
     voted.refresh_from_db()
     assert (opened.status, voted.status) == ("confirmed", "confirmed")
     assert opened.transaction_id == voted.transaction_id, "one transaction for both"
     tx = opened.transaction
-    signers, refund = decode_batch(from_hex(world.ledger.client.request("eth_getTransactionByHash", [tx.tx_hash])["input"]))
+    signers, refund = decode_batch(from_hex(chain.ledger.client.request("eth_getTransactionByHash", [tx.tx_hash])["input"]))
     assert refund == ZERO_ADDRESS and signers == [opened.signer, voted.signer], "atomic, in order"
     # What a watcher of the chain sees: BattleOpened only ever with its Voted, in the same transaction.
-    opens, votes = _events(world, "BattleOpened", battle.battle_id), _events(world, "Voted", battle.battle_id)
+    opens, votes = _events(chain, "BattleOpened", battle.battle_id), _events(chain, "Voted", battle.battle_id)
     assert len(opens) == 1 and len(votes) == 1
     assert opens[0]["transactionHash"] == votes[0]["transactionHash"] == tx.tx_hash
     assert opens[0]["blockNumber"] == votes[0]["blockNumber"]
     assert int(opens[0]["logIndex"], 16) < int(votes[0]["logIndex"], 16)
-    assert world.ledger.view("reputation", "battle", b32(battle.battle_id))[7] == 2
+    assert chain.ledger.view("reputation", "battle", b32(battle.battle_id))[7] == 2
     # The user, now able to learn the names, votes directly with their own key: reverted, nothing changes.
     key = account if account is not None else account_for(battle.signer)
-    data = world.ledger.abis["reputation"].fn("vote").encode(b32(battle.battle_id), 1)
-    receipt = _direct(world, key, world.ledger.deployment.reputation, data)
+    data = chain.ledger.abis["reputation"].fn("vote").encode(b32(battle.battle_id), 1)
+    receipt = _direct(chain, key, chain.ledger.deployment.reputation, data)
     assert int(receipt["status"], 16) == 0
-    assert world.ledger.view("reputation", "battle", b32(battle.battle_id))[7] == 2, "the counted outcome stays B"
-    assert len(_events(world, "Voted", battle.battle_id)) == 1
+    assert chain.ledger.view("reputation", "battle", b32(battle.battle_id))[7] == 2, "the counted outcome stays B"
+    assert len(_events(chain, "Voted", battle.battle_id)) == 1
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_wallet_vote_whose_nonce_was_used_elsewhere_leaves_nothing_on_chain_and_is_lost(world, settings, tmp_path,
+def test_a_wallet_vote_whose_nonce_was_used_elsewhere_leaves_nothing_on_chain_and_is_lost(chain, settings, tmp_path,
                                                                                           hostile):
-    alice, account, battle = _site(world, settings, tmp_path, hostile, wallet=True)
+    alice, account, battle = _site(chain, settings, tmp_path, hostile, wallet=True)
     battle = _vote(alice, account, battle, "a")
-    _answers_on_chain(world, battle)
-    _use_nonce_elsewhere(world, account.key, account.address)  # after signing the vote, before the relay
+    _answers_on_chain(chain, battle)
+    _use_nonce_elsewhere(chain, account.key, account.address)  # after signing the vote, before the relay
     assert arena.advance_waiting() == 1
-    submitter = Submitter(world.ledger, owner="arena")
+    submitter = Submitter(chain.ledger, owner="arena")
     drain(submitter)
     assert submitter.stats["group_reverted"] == 1
     battle.refresh_from_db()
     assert battle.vote_item.status == "failed" and battle.vote_item.failure == OutboxItem.Failure.NONCE_USED
     assert battle.open_item.status == "failed" and battle.open_item.failure == OutboxItem.Failure.DEPENDENCY
-    assert not _events(world, "BattleOpened", battle.battle_id), "nothing of the battle is on-chain"
-    assert world.ledger.view("reputation", "battle", b32(battle.battle_id))[5] == ZERO_ADDRESS
+    assert not _events(chain, "BattleOpened", battle.battle_id), "nothing of the battle is on-chain"
+    assert chain.ledger.view("reputation", "battle", b32(battle.battle_id))[5] == ZERO_ADDRESS
     assert arena.settle_battles() == 1
     battle.refresh_from_db()
     assert battle.status == "lost" and "could not be sent" in battle.error and "counts like an abandoned" in battle.error
@@ -224,29 +248,29 @@ def test_a_wallet_vote_whose_nonce_was_used_elsewhere_leaves_nothing_on_chain_an
     assert not any(c.model.name in page for c in (battle.conversation_a, battle.conversation_b)), "still blind"
     assert arena.unvoted(alice) is None, "a new battle can be started"
     # The oracle's forwarder nonce that the lost openBattle held is free again: the next battle lands.
-    ok, _, fresh = _site(world, settings, tmp_path, hostile, wallet=False)
+    ok, _, fresh = _site(chain, settings, tmp_path, hostile, wallet=False)
     fresh = arena.vote(ok, fresh, "tie")
-    _answers_on_chain(world, fresh)
+    _answers_on_chain(chain, fresh)
     assert arena.advance_waiting() == 1
-    drain(Submitter(world.ledger, owner="arena"))
+    drain(Submitter(chain.ledger, owner="arena"))
     fresh.refresh_from_db()
     assert fresh.open_item.status == fresh.vote_item.status == "confirmed"
-    assert len(_events(world, "Voted", fresh.battle_id)) == 1
+    assert len(_events(chain, "Voted", fresh.battle_id)) == 1
 
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("stale", ["the custodial user's vote", "the oracle's openBattle"])
 def test_a_request_the_site_signs_whose_nonce_was_used_elsewhere_is_signed_anew_and_the_pair_lands_once(
-        world, settings, tmp_path, hostile, stale):
-    alice, _, battle = _site(world, settings, tmp_path, hostile, wallet=False)
+        chain, settings, tmp_path, hostile, stale):
+    alice, _, battle = _site(chain, settings, tmp_path, hostile, wallet=False)
     battle = arena.vote(alice, battle, "bad")
-    _answers_on_chain(world, battle)
+    _answers_on_chain(chain, battle)
     assert arena.advance_waiting() == 1
     battle.refresh_from_db()
     row = battle.vote_item if stale.endswith("vote") else battle.open_item
     held = row.relay_nonce
-    _use_nonce_elsewhere(world, account_for(row.signer).key, row.signer)
-    submitter = Submitter(world.ledger, owner="arena")
+    _use_nonce_elsewhere(chain, account_for(row.signer).key, row.signer)
+    submitter = Submitter(chain.ledger, owner="arena")
     drain(submitter)
     assert submitter.stats["group_reverted"] == 1 and submitter.stats["resigned"] >= 1
     battle.refresh_from_db()
@@ -254,11 +278,11 @@ def test_a_request_the_site_signs_whose_nonce_was_used_elsewhere_is_signed_anew_
     assert battle.vote_item.status == battle.open_item.status == "confirmed"
     assert row.relay_nonce == held + 1, "signed anew with the signer's next nonce"
     assert battle.vote_item.transaction_id == battle.open_item.transaction_id
-    votes, opens = _events(world, "Voted", battle.battle_id), _events(world, "BattleOpened", battle.battle_id)
+    votes, opens = _events(chain, "Voted", battle.battle_id), _events(chain, "BattleOpened", battle.battle_id)
     assert len(votes) == len(opens) == 1 and votes[0]["transactionHash"] == opens[0]["transactionHash"]
-    assert world.ledger.view("reputation", "battle", b32(battle.battle_id))[7] == 4
+    assert chain.ledger.view("reputation", "battle", b32(battle.battle_id))[7] == 4
     assert ChainTransaction.objects.filter(status="reverted").count() == 1, "the one batch that found the nonce used"
-    indexer.index_until_head(world.ledger)
+    indexer.index_until_head(chain.ledger)
     assert arena.settle_battles() == 1 and Battle.objects.get(pk=battle.pk).status == "onchain"
     assert arena.abandoned_recently(alice) == 0
 
@@ -308,49 +332,49 @@ def _assert_blind(alice, battle: Battle, when: str) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_no_name_is_shown_before_the_block_holding_the_vote_is_final_and_all_are_once_it_is(world, settings, tmp_path,
+def test_no_name_is_shown_before_the_block_holding_the_vote_is_final_and_all_are_once_it_is(chain, settings, tmp_path,
                                                                                               hostile):
     """A chain whose blocks are final `depth` blocks deep; the test mines the blocks itself from the
     moment the pair is sent, so that "mined, not final" lasts as long as the checks take."""
     depth = 3
-    alice, _, battle = _site(world, settings, tmp_path, hostile, wallet=False)
+    alice, _, battle = _site(chain, settings, tmp_path, hostile, wallet=False)
     settings.LLMCHAIN_FINALITY = str(depth)  # the answers' autoEval calls are confirmed once final too
     battle = arena.vote(alice, battle, "a")
-    _answers_on_chain(world, battle)
-    indexer.index_until_head(world.ledger)
+    _answers_on_chain(chain, battle)
+    indexer.index_until_head(chain.ledger)
     assert arena.advance_waiting() == 1
     battle.refresh_from_db()
     opened = battle.open_item
-    client = world.ledger.client
+    client = chain.ledger.client
 
     def pair_tx() -> ChainTransaction | None:
         return OutboxItem.objects.select_related("transaction").get(pk=opened.pk).transaction
 
     client.request("evm_setIntervalMining", [0])
     try:
-        drain(Submitter(world.ledger, owner="arena"), what="sending the pair",
+        drain(Submitter(chain.ledger, owner="arena"), what="sending the pair",
               until=lambda: pair_tx() is not None and pair_tx().status == ChainTransaction.Status.SENT)
         assert client.request("evm_mine") == "0x0"
-        drain(Submitter(world.ledger, owner="arena"), what="seeing the pair mined",
+        drain(Submitter(chain.ledger, owner="arena"), what="seeing the pair mined",
               until=lambda: pair_tx().status == ChainTransaction.Status.MINED)
         mined = pair_tx()
         assert mined.block_number == client.block_number() and mined.succeeded
-        assert len(_events(world, "Voted", battle.battle_id)) == 1, "the vote is on-chain, in the head block"
+        assert len(_events(chain, "Voted", battle.battle_id)) == 1, "the vote is on-chain, in the head block"
         _assert_blind(alice, battle, "mined, not final, not indexed")
-        indexer.index_until_head(world.ledger)
+        indexer.index_until_head(chain.ledger)
         _assert_blind(alice, battle, "mined, not final, indexed")
         assert ArenaBattle.objects.filter(battle_id=battle.battle_id).count() == 0, "the indexer folds final blocks only"
         client.request("anvil_mine", [hex(depth - 1)])
-        indexer.index_until_head(world.ledger)
-        Submitter(world.ledger, owner="arena").run_once()
+        indexer.index_until_head(chain.ledger)
+        Submitter(chain.ledger, owner="arena").run_once()
         assert arena.settle_battles() == 0
         assert pair_tx().status == ChainTransaction.Status.MINED
         _assert_blind(alice, battle, f"{depth - 1} blocks on, one short of final, indexed")
         client.request("evm_mine")  # the pair's block is final now
-        indexer.index_until_head(world.ledger)
+        indexer.index_until_head(chain.ledger)
     finally:
         client.request("evm_setIntervalMining", [1])
-    drain(Submitter(world.ledger, owner="arena"))
+    drain(Submitter(chain.ledger, owner="arena"))
     assert pair_tx().status == ChainTransaction.Status.CONFIRMED
     assert arena.settle_battles() == 1
     battle = Battle.objects.get(pk=battle.pk)

@@ -4,6 +4,7 @@ documents, `check --deploy` has nothing to say."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import subprocess
@@ -49,21 +50,39 @@ def assert_refused_naming_every_variable(result: subprocess.CompletedProcess) ->
         assert f"{name}: " in said, (name, said)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("command", [
-    ["check"], ["up", "--no-demo", "--no-model"], ["chain", "work"], ["oracle", "work"], ["debate", "work"],
-    ["runworker", "oracle-jobs"], ["health", "--follow"], ["migrate"],
-], ids=lambda c: " ".join(c))
-def test_with_debug_off_and_nothing_else_set_nothing_starts(command, var_dir):
-    assert_refused_naming_every_variable(run([sys.executable, "manage.py", *command], var_dir, DEBUG="0"))
+COMMANDS = [["check"], ["up", "--no-demo", "--no-model"], ["chain", "work"], ["oracle", "work"], ["debate", "work"],
+            ["runworker", "oracle-jobs"], ["health", "--follow"], ["migrate"]]
+DAPHNE = [str(Path(sys.executable).with_name("daphne")), "-b", "127.0.0.1", "-p", "0", "llmchain_site.asgi:application"]
+
+
+@pytest.fixture(scope="module")
+def started_with_debug_off(var_dir, tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
+    """Each command below and daphne started with DEBUG=0 and nothing else set, each a process of its own:
+    forked, one after the other, from one process that read the settings and imported the site once in that
+    environment (tests/security/forked_starts.py), rather than each start doing all of it again (about 1.5 of
+    its 1.7 CPU-seconds). A start still running after 60 s is stopped (a command that did not refuse). By
+    " ".join(command), daphne's by "daphne"."""
+    cases = [("manage.py", ["manage.py", *command]) for command in COMMANDS] + [("daphne", DAPHNE)]
+    out = tmp_path_factory.mktemp("starts")
+    forks = run([sys.executable, "-m", "tests.security.forked_starts", json.dumps(cases), str(out), "60"], var_dir,
+                DEBUG="0")
+    assert forks.returncode == 0, forks.stdout + forks.stderr
+    codes = json.loads(forks.stdout)
+    return {" ".join(argv[1:]) if entry == "manage.py" else "daphne": subprocess.CompletedProcess(
+        argv, code, (out / f"{n}.out").read_text(), (out / f"{n}.err").read_text())
+        for n, ((entry, argv), code) in enumerate(zip(cases, codes, strict=True))}
 
 
 @pytest.mark.slow
-def test_daphne_refuses_to_serve_it_either(var_dir):
-    daphne = str(Path(sys.executable).with_name("daphne"))
-    result = run([daphne, "-b", "127.0.0.1", "-p", "0", "llmchain_site.asgi:application"], var_dir, DEBUG="0",
-                 DJANGO_SETTINGS_MODULE="llmchain_site.settings", PYTHONPATH=str(REPO))
-    assert_refused_naming_every_variable(result)
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c))
+def test_with_debug_off_and_nothing_else_set_nothing_starts(command, started_with_debug_off):
+    assert_refused_naming_every_variable(started_with_debug_off[" ".join(command)])
+
+
+@pytest.mark.slow
+def test_daphne_refuses_to_serve_it_either(started_with_debug_off):
+    """daphne runs no system checks: the ASGI module does (llmchain_site/asgi.py)."""
+    assert_refused_naming_every_variable(started_with_debug_off["daphne"])
 
 
 @pytest.mark.slow
