@@ -10,16 +10,15 @@ nothing about the models."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from lib.evaluators import words
+from tests.annotate.test_metaeval_import_commands import command, read_jsonl
 
 pytestmark = pytest.mark.django_db  # `pairs` without --no-save would save its run
 
@@ -41,16 +40,6 @@ VOTES = [
 ]
 FIGURES = ("accuracy_non_tie", "accuracy_ci_low", "accuracy_ci_high", "length_accuracy_non_tie", "margin_over_length",
            "pairs_non_tie", "weight")
-
-
-def command(*args) -> str:
-    out = io.StringIO()
-    call_command("metaeval", *args, stdout=out)
-    return out.getvalue()
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 def by_id(path: Path) -> dict[int, dict]:
