@@ -76,7 +76,14 @@ def _flush_by_delete() -> None:
     def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
         if reset_sequences or allow_cascade:
             return truncate(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
-        return [f"{style.SQL_KEYWORD('DELETE FROM')} {style.SQL_FIELD(self.quote_name(table))};" for table in tables]
+        if not tables:
+            return []
+        # TRUNCATE waits for the writers under way and keeps new ones out until it commits; a plain DELETE
+        # would leave the rows a site's background worker commits meanwhile for the next test. The lock
+        # (it blocks writes, not reads) gives the DELETE the same: every row committed before it is deleted.
+        names = ", ".join(self.quote_name(table) for table in tables)
+        return [f"{style.SQL_KEYWORD('LOCK TABLE')} {names} {style.SQL_KEYWORD('IN EXCLUSIVE MODE')};",
+                *(f"{style.SQL_KEYWORD('DELETE FROM')} {style.SQL_FIELD(self.quote_name(table))};" for table in tables)]
 
     DatabaseOperations.sql_flush = sql_flush
 
