@@ -56,20 +56,6 @@ def plain_bert_score(pairs):
     return P.tolist(), R.tolist(), F.tolist()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """The module's encoder passes (ours and bert_score's) on one torch thread. On the test machine's
-    2 cores, shared with the other test workers, torch's default of two threads spin-waited on each
-    other: with other tests running beside, the 48 MT-Bench pairs below took 19 CPU-s and 22 s on two
-    threads, 5.6 CPU-s and 7 s on one (the built-in model's server runs on one thread for the same
-    reason, modelserver/loading.py).
-    The scores are the same either way (float noise far below TOL)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def scorer():
     return BERTScore()

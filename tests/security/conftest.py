@@ -235,3 +235,11 @@ def dns(monkeypatch):
     fake = FakeDns()
     monkeypatch.setattr(outbound, "resolve", fake.resolve)
     return fake
+
+
+@pytest.fixture
+def quick_passwords(settings):
+    """Django's MD5 hasher for the people a test signs up in this process: PBKDF2 took 0.22 CPU-s a
+    password, for nothing the tests that take this look at (a site a test starts in another process
+    keeps the real hashers, so its logins are not tried with these users)."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

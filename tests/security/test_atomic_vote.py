@@ -54,12 +54,7 @@ from tests.security.test_blind_arena import _body, _model
 from tests.security.test_relay_door import _least_gas
 from tests.support import new_account
 
-
-@pytest.fixture(autouse=True)
-def _quick_passwords(settings):
-    """Each battle signs up two people (`_site`): hashing their password with PBKDF2 took 0.22 CPU-s
-    each, for nothing these tests look at."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+pytestmark = pytest.mark.usefixtures("quick_passwords")
 
 
 @dataclass

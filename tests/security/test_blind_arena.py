@@ -29,17 +29,10 @@ from apps.oracle.models import EvaluationJob
 from tests.chat.factories import make_contexts
 from tests.personas import PASSWORD, developer, user
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("quick_passwords")]
 NAMES = ("quokka-7b", "wombat-3b", "dingo-13b")
 GOOD = {"reliability": 4, "completeness": 4, "utility": 4, "familiarity": 3, "trust": 3, "uncertainty": 2}
 PROMPT = "Describe a quiet morning by the sea."
-
-
-@pytest.fixture(autouse=True)
-def _quick_passwords(settings):
-    """Most tests here sign up two people and log one in: hashing each password with PBKDF2 took 0.22
-    CPU-s, for nothing these tests look at."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def _model(owner, name: str, url: str) -> RegisteredModel:
