@@ -108,9 +108,9 @@ def save(found: dict[int, tuple[str, int]]) -> int:
         rated = set(rows.filter(has_reference=True, sh__isnull=False).values_list("context_id", flat=True))
         voted = set(ArenaBattle.objects.filter(Q(interaction_a__in=iids) | Q(interaction_b__in=iids), counted=True,
                                                outcome__isnull=False).values_list("context_id", flat=True))
-        # The vote figures are kept per arena generation, the rating figures per board version: move both.
+        # The vote figures are kept per arena generation, the rating figures per ratings generation: move both.
         if voted:
             indexer.folded.send(sender=AnswerFill, pairs=set(), models=set(), contexts=set(), arena=voted)
         if rated | voted:
-            boards_changed.send(sender=AnswerFill, contexts=rated | voted | {GLOBAL_CONTEXT_ID})
+            boards_changed.send(sender=AnswerFill, contexts=rated | voted | {GLOBAL_CONTEXT_ID}, rated=rated)
     return len(filled)

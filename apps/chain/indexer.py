@@ -50,7 +50,8 @@ INDEXED_TABLES = (ReputationChange, Reputation, LedgerInteraction, LedgerModel, 
 # Sent inside the transaction that folds a chunk (or rolls the tables back after a reorg, or gives
 # answers their lengths late: apps/chain/answers.py, with arena only): pairs =
 # {(model_id, context_id)} whose REP moved (a pair with no change left has no entry), models =
-# {model_id} whose metadata CID changed, contexts = {context_id} added or removed. Receivers keep
+# {model_id} whose metadata CID changed, contexts = {context_id} added or removed, rated = {context_id}
+# where a rating of an answer with a reference was folded or rolled back. Receivers keep
 # derived tables in step.
 folded = Signal()
 cleared = Signal()  # sent inside reset(): derived tables forget their rows too
@@ -170,6 +171,9 @@ def fold(events: list[dict]) -> None:
     LedgerInteraction.objects.bulk_create(autos, ignore_conflicts=True, batch_size=500)
     for iid, fields in humans.items():
         LedgerInteraction.objects.filter(interaction_id=iid).update(**fields)
+    # The boards whose figures of people's ratings these ratings change (they count answers with a reference).
+    rated = set(LedgerInteraction.objects.filter(interaction_id__in=list(humans), has_reference=True)
+                .values_list("context_id", flat=True)) if humans else set()
     by_tx: dict[tuple[str, int], list[str]] = defaultdict(list)
     for iid, tx in combined.items():
         by_tx[tx].append(iid)
@@ -182,9 +186,10 @@ def fold(events: list[dict]) -> None:
         ArenaBattle.objects.filter(battle_id=battle_id).update(**fields)
     arena = {b.context_id for b in battles} | set(ArenaBattle.objects.filter(battle_id__in=list(votes))
                                                   .values_list("context_id", flat=True)) if votes or battles else set()
-    if reps or metadata or new_contexts or arena:
+    if reps or metadata or new_contexts or arena or rated:
         # Within the chunk's transaction: tables derived from these rows (the boards) follow.
-        folded.send(sender=fold, pairs=set(reps), models=set(metadata), contexts=new_contexts, arena=arena)
+        folded.send(sender=fold, pairs=set(reps), models=set(metadata), contexts=new_contexts, arena=arena,
+                    rated=rated)
 
 
 def _upsert_reputations(reps: dict[tuple[str, str], dict]) -> None:
@@ -313,6 +318,8 @@ def rollback(name: str, ancestor: int, metadata: dict[str, tuple[str, int]]) -> 
             Reputation.objects.filter(model_id=model_id, context_id=context_id).update(
                 ra=last.ra, rh=last.rh, r=last.r, n_auto=last.n_auto, n_human=last.n_human,
                 block_number=last.block_number)
+    rated = set(LedgerInteraction.objects.filter(human_block__gt=ancestor, has_reference=True)
+                .values_list("context_id", flat=True))
     LedgerInteraction.objects.filter(auto_block__gt=ancestor).delete()
     LedgerInteraction.objects.filter(human_block__gt=ancestor).update(sh=None, wh=None, d_minutes=None, human_tx="",
                                                                 human_block=None)
@@ -331,8 +338,8 @@ def rollback(name: str, ancestor: int, metadata: dict[str, tuple[str, int]]) -> 
     IndexedBlock.objects.filter(cursor=name, number__gt=ancestor).delete()
     ancestor_hash = IndexedBlock.objects.filter(cursor=name, number=ancestor).values_list("hash", flat=True).first()
     IndexerCursor.objects.filter(name=name).update(last_block=ancestor, last_hash=ancestor_hash or "")
-    if pairs or models or contexts or arena:
-        folded.send(sender=rollback, pairs=pairs, models=models, contexts=contexts, arena=arena)
+    if pairs or models or contexts or arena or rated:
+        folded.send(sender=rollback, pairs=pairs, models=models, contexts=contexts, arena=arena, rated=rated)
 
 
 def _metadata_at(ledger: Ledger, block: int) -> dict[str, tuple[str, int]]:

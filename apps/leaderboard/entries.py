@@ -319,6 +319,23 @@ def bump(contexts: set[str] | None = None) -> None:
             BoardState.objects.get_or_create(scope=scope, defaults={"version": time.time_ns() // 1000})
 
 
+def bump_ratings(contexts: set[str] | None = None) -> None:
+    """A new `ratings` generation, and a new version, for these contexts' boards and the global one
+    (None: every board's): what their figures of people's ratings rest on changed, and the boards show
+    them. A board without a row yet gets one (its version from the clock, as `bump` makes them)."""
+    rows = BoardState.objects.all() if contexts is None else BoardState.objects.filter(
+        scope__in=set(contexts) | {GLOBAL_CONTEXT_ID})
+    rows.update(ratings=F("ratings") + 1, version=F("version") + 1)
+    if contexts is not None:
+        for scope in set(contexts) | {GLOBAL_CONTEXT_ID}:
+            BoardState.objects.get_or_create(scope=scope, defaults={"version": time.time_ns() // 1000, "ratings": 1})
+
+
+def ratings_generation(context_id: str) -> int:
+    """The board's `ratings` generation (0 before any)."""
+    return BoardState.objects.filter(scope=context_id).values_list("ratings", flat=True).first() or 0
+
+
 def version(context_id: str | None = None) -> str:
     """The version a cached board of `context_id` is keyed by ("" when nothing was ever derived: then
     nothing is cached)."""
@@ -339,18 +356,28 @@ def version_key(found: dict[str, int], context_id: str | None = None) -> str:
     return ".".join(str(found.get(s, 0)) for s in [BoardState.ALL] + ([context_id] if context_id else []))
 
 
-def on_folded(sender, pairs=(), models=(), contexts=(), **kwargs) -> None:
+def on_folded(sender, pairs=(), models=(), contexts=(), rated=(), **kwargs) -> None:
     # A rollback (reorg) removed the pairs' latest changes: recompute them from what is left. (Each
     # pair's state also checks its last change is still there, so nothing depends on this.)
     rolled_back = getattr(sender, "__name__", "") == "rollback"
     refresh(set(pairs), set(models), set(contexts), recompute=rolled_back)
+    if rated:
+        bump_ratings(set(rated))
 
 
 def on_cleared(sender, **kwargs) -> None:
     clear()
 
 
-def on_boards_changed(sender, contexts=(), **kwargs) -> None:
-    """New versions for these boards once the sender's transaction commits (at once outside one)."""
-    contexts = set(contexts)
-    transaction.on_commit(lambda: bump(contexts))
+def on_boards_changed(sender, contexts=(), rated=(), **kwargs) -> None:
+    """New versions for these boards once the sender's transaction commits (at once outside one), and a
+    new `ratings` generation for those of `rated`."""
+    contexts, rated = set(contexts), set(rated)
+
+    def moved():
+        with transaction.atomic():
+            bump(contexts)
+            if rated:
+                bump_ratings(rated)
+
+    transaction.on_commit(moved)

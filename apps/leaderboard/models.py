@@ -63,12 +63,16 @@ class EntryState(models.Model):
 class BoardState(models.Model):
     """Versions of the boards, for their caches: scope "*" moves when every board may have changed (a
     new context, a reset), a context id's row when that board's entries changed. A rendered board is
-    cached under both, so an evaluation re-renders its context's board and the global one only."""
+    cached under both, so an evaluation re-renders its context's board and the global one only.
+    `ratings` moves with what the board's figures of people's ratings rest on (a rating folded, rolled
+    back, or its answer's length read): those figures read every rated answer of the board, so they are
+    kept per `ratings` rather than per `version`, which every evaluation moves."""
 
     ALL = "*"
 
     scope = models.CharField(max_length=66, unique=True, default=ALL)
     version = models.BigIntegerField(default=0)
+    ratings = models.BigIntegerField(default=0)
 
 
 class ArenaEntry(models.Model):

@@ -93,3 +93,51 @@ def test_verify_reads_the_table_as_it_is_not_the_standing_kept_for_its_version(b
     BoardEntry.objects.filter(context_id=CTX, model_id=mid(1)).update(name="tampered")  # behind the indexer
     assert "alpha" in [r.name for r in boards.build_board(CTX).rows], "kept for the version"
     assert "tampered" in [r.name for r in SiteBoards().board(CTX).rows]
+
+
+def test_the_rating_figures_are_read_again_when_a_rating_is_folded_or_rolled_back_not_at_every_evaluation(
+        monkeypatch):
+    """Folded through the indexer: an evaluation moves the board's version and leaves its ratings
+    generation; a rating of an answer with a reference moves both, and so does its rollback."""
+    from apps.chain import indexer
+    from lib.ids import hex32
+    from tests.leaderboard.test_incremental_entries import Chain
+
+    calls = []
+    real = weighting.site_ratings
+    monkeypatch.setattr(weighting, "site_ratings", lambda context_id: calls.append(context_id) or real(context_id))
+    chain = Chain(seed=3)
+    evaluated = None
+    while evaluated is None:  # an evaluation with a reference
+        events = chain.call()
+        if events[0]["event"] == "AutoEvaluated" and events[0]["args"]["hasReference"]:
+            evaluated = events
+        chain.open = chain.open[-1:]
+    ctx = hex32(evaluated[0]["args"]["contextId"])
+    Context.objects.create(context_id=ctx, name="ctx", block_number=1)
+    with indexer.transaction.atomic():
+        indexer.fold(evaluated)
+
+    def figures():
+        return boards.build_board(ctx).ratings
+
+    assert figures()["unread"] == 0 and calls == [ctx]
+    generation = entries.ratings_generation(ctx)
+    chain.rnd.random = lambda: 0.9  # the next call is another evaluation
+    with indexer.transaction.atomic():
+        indexer.fold(chain.call())
+    assert figures()["unread"] == 0 and calls == [ctx], "an evaluation does not read every rating again"
+    assert entries.ratings_generation(ctx) == generation
+    chain.rnd.random = lambda: 0.5  # a rating of the first answer
+    before = entries.version(ctx)
+    rated = chain.call()
+    assert rated[0]["event"] == "HumanEvaluated"
+    with indexer.transaction.atomic():
+        indexer.fold(rated)
+    assert entries.ratings_generation(ctx) == generation + 1 and entries.version(ctx) != before
+    assert figures()["unread"] == 1 and calls == [ctx, ctx], "the rated answer's length is not known here"
+    assert entries.ratings_generation(boards.GLOBAL_CONTEXT_ID) >= 1
+    with indexer.transaction.atomic():
+        indexer.rollback("chain", rated[0]["block"] - 1, {})
+    assert entries.ratings_generation(ctx) == generation + 2
+    assert figures()["unread"] == 0 and calls == [ctx, ctx, ctx]
