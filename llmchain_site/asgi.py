@@ -19,6 +19,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from apps.chain.consumers import SubmitConsumer  # noqa: E402
 from apps.chat.routing import websocket_urlpatterns  # noqa: E402
+from apps.leaderboard import board_renders  # noqa: E402
 from apps.leaderboard.fastpath import BoardResponseCache  # noqa: E402
 from apps.oracle.consumers import DebateWakeConsumer, OracleWakeConsumer  # noqa: E402
 
@@ -26,7 +27,8 @@ from apps.oracle.consumers import DebateWakeConsumer, OracleWakeConsumer  # noqa
 WORKERS = (OracleWakeConsumer, DebateWakeConsumer, SubmitConsumer)
 
 application = ProtocolTypeRouter({
-    "http": BoardResponseCache(django_asgi_app),
+    "http": BoardResponseCache(django_asgi_app, render=board_renders.django_render,
+                               shared=board_renders.shared_cache()),
     "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     "channel": ChannelNameRouter({worker.channel: worker.as_asgi() for worker in WORKERS}),
 })

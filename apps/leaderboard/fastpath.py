@@ -51,7 +51,8 @@ from django_htmx.middleware import HtmxDetails
 from lib.ids import HEX32_PATTERN
 from lib.reputation import GLOBAL_CONTEXT_ID
 
-from . import boards, entries
+from . import board_renders, boards, entries
+from .board_renders import GZIP_WBITS, gzip_body
 from .boards import BoardError, parse_context_id
 from .views.board import board_part
 
@@ -100,6 +101,9 @@ class Kept:
     rendered_at: float  # time.monotonic() when the request that rendered it came in
     current_at: float  # the last moment its version was known to be the board's (it shows the board then)
     tried_at: float = 0.0  # when the latest render of the view began (this one's, or one that kept nothing)
+    context: str = ""  # the board it is a view of
+    scope: dict | None = None  # the request it answered, to render the view again
+    read_at: float = 0.0  # when it was last sent
     hit_headers: tuple[list, list] = field(init=False, repr=False)  # (inflated, gzipped), labelled hit once
 
     def __post_init__(self):
@@ -107,8 +111,15 @@ class Kept:
 
 
 class BoardResponseCache:
-    def __init__(self, app, *, enabled: bool | None = None):
+    def __init__(self, app, *, enabled: bool | None = None, render=None, shared=None):
+        """`render`: a synchronous render of one view from its request's scope ((status, headers, body):
+        board_renders.django_render), with which a moved board's views are rendered again together in
+        a worker thread; without it each view is rendered again through `app`. `shared`: a cache that
+        the site's processes share (Django's cache API), through which one process renders a moved
+        board's views for all of them."""
         self.app = app
+        self.render = render
+        self.shared = shared
         self.enabled = settings.LLMCHAIN_BOARD_FASTPATH if enabled is None else enabled
         self.max_bytes = int(settings.LLMCHAIN_BOARD_FASTPATH_MB * 2**20)
         self.max_stale = float(settings.LLMCHAIN_BOARD_MAX_STALE_S)
@@ -125,15 +136,18 @@ class BoardResponseCache:
         self._versions_at = 0.0  # when the read that gave them began
         self._reading: asyncio.Future | None = None
         self._flights: dict[tuple, asyncio.Future] = {}  # view -> its render under way, done when it ends
+        self._boards_due: dict[str, float] = {}  # board -> when its views may be rendered again together
+        self._boards_rendering: set[str] = set()
         self._updating = 0  # background renders under way
         self._slots = asyncio.Semaphore(RENDERING)
         self._tasks: set[asyncio.Task] = set()
         self.hits = self.stale = self.waited = self.misses = self.revalidations = 0
+        self.refreshed = 0  # views rendered again (or taken from another process) in a board's refresh
 
     @property
     def renders(self) -> int:
         """Board answers Django rendered through this cache: for a request, or in the background."""
-        return self.misses + self.revalidations
+        return self.misses + self.revalidations + self.refreshed
 
     # -- the kept answers ----------------------------------------------------------------------------
     def inflated(self, view: tuple, kept: Kept) -> bytes:
@@ -166,11 +180,13 @@ class BoardResponseCache:
             self.plain_size -= len(self.plain.popitem(last=False)[1][1])
 
     def _keep(self, view: tuple, version: str, started: float, current_at: float, headers: list,
-              body: bytes) -> None:
+              body: bytes | None, packed: bytes | None = None, scope: dict | None = None) -> None:
+        """Keep an answer (its body, or `packed`: gzipped already) as the view's, unless a later one is."""
         old = self.store.get(view)
         if old is not None and old.rendered_at > started:
             return  # a render that began later finished first: it stays
-        packed = gzip_body(body)
+        if packed is None:
+            packed = gzip_body(body)
         if old is not None:
             del self.store[view]
             self.size -= len(old.packed)
@@ -179,14 +195,19 @@ class BoardResponseCache:
             # Kept gzipped: a board's page shrinks about 6x and its JSON 3x, so every view of every board
             # (12 sorts x 2 directions x page and API of 21 boards, ~190 MB as sent) fits in the store;
             # a client that takes gzip gets it as kept, another one the inflated copy (`inflated`).
-            kept = Kept(version, headers, gzip_headers(headers, len(packed)), packed, started, current_at, started)
+            read_at = started if scope is not None else old.read_at if old is not None else 0.0  # sent as rendered
+            if scope is None and old is not None:
+                scope = old.scope
+            kept = Kept(version, headers, gzip_headers(headers, len(packed)), packed, started, current_at, started,
+                        context=_board_of(view), scope=scope, read_at=read_at)
             self.store[view] = kept
             self.size += len(packed)
             while self.size > self.max_bytes:
                 gone, evicted = self.store.popitem(last=False)
                 self.size -= len(evicted.packed)
                 self._drop_plain(gone)
-            self._keep_plain(view, kept, body)
+            if body is not None:
+                self._keep_plain(view, kept, body)
         self._trim_plain()
 
     # -- the boards' versions ----------------------------------------------------------------------
@@ -236,7 +257,11 @@ class BoardResponseCache:
             now = time.monotonic()
             if kept is not None and self.max_stale > 0 and now - kept.current_at <= self.max_stale:
                 label = STALE
-                if (view not in self._flights and self._updating < REVALIDATING and not self._slots.locked()
+                if self.render is not None:
+                    if self._board_due(context or GLOBAL_CONTEXT_ID, now):
+                        self._refresh_board(context or GLOBAL_CONTEXT_ID, version)
+                        label = UPDATING
+                elif (view not in self._flights and self._updating < REVALIDATING and not self._slots.locked()
                         and now - kept.tried_at >= self.reuse_within):
                     self._revalidate(view, scope, version)
                     label = UPDATING
@@ -253,6 +278,7 @@ class BoardResponseCache:
 
     async def _send(self, view: tuple, kept: Kept, gzipped: bool, send, label: bytes) -> None:
         self.store.move_to_end(view)
+        kept.read_at = time.monotonic()
         if gzipped:
             body = kept.packed
             headers = kept.hit_headers[1] if label is HIT else [*kept.gzip_headers, (CACHE_HEADER, label)]
@@ -261,6 +287,50 @@ class BoardResponseCache:
             headers = kept.hit_headers[0] if label is HIT else [*kept.headers, (CACHE_HEADER, label)]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+    # -- a moved board's views, rendered again together ---------------------------------------------
+    def _board_due(self, context: str, now: float) -> bool:
+        return (context not in self._boards_rendering and now >= self._boards_due.get(context, 0.0)
+                and self._updating < REVALIDATING and not self._slots.locked())
+
+    def _refresh_board(self, context: str, version: str) -> None:
+        """Render again, in one worker thread, every view of this board kept here that was read within the
+        bound and is not at `version` (or take them from another process: board_renders.refresh); at most
+        once per half the bound per board."""
+        now = time.monotonic()
+        self._boards_due[context] = now + self.reuse_within
+        wall = time.time() - now  # a monotonic time plus this is its wall-clock time
+        views = [(view, kept.scope, kept.current_at + wall) for view, kept in self.store.items()
+                 if kept.context == context and kept.version != version and kept.scope is not None
+                 and now - kept.read_at <= self.max_stale and view not in self._flights]
+        if not views:
+            return
+        self._boards_rendering.add(context)
+        self._updating += 1
+        self.revalidations += 1
+
+        async def run():
+            try:
+                async with self._slots:
+                    began = time.monotonic()
+                    found = await sync_to_async(board_renders.refresh, thread_sensitive=False)(
+                        context, version, views, render=self.render, shared=self.shared, period=self.reuse_within,
+                        version_header=VERSION_HEADER)
+                wall_now = time.time() - time.monotonic()
+                for view, answer in found.items():
+                    current_at = answer.current_wall - wall_now
+                    self._keep(view, answer.shows, max(began, current_at), current_at, answer.headers, None,
+                               packed=answer.packed)
+                self.refreshed += len(found)
+            except Exception:  # a failed refresh keeps the answers there were: a later request tries again
+                log.exception("rendering the board %s again failed", context)
+            finally:
+                self._updating -= 1
+                self._boards_rendering.discard(context)
+
+        task = asyncio.ensure_future(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _revalidate(self, view: tuple, scope: dict, version: str) -> None:
         """Render the view again in the background, as an anonymous request like this one."""
@@ -319,7 +389,7 @@ class BoardResponseCache:
                 shows = next((value.decode("latin-1") for name, value in headers if name.lower() == VERSION_HEADER),
                              version)
                 current_at = started if shows == version else started - self.reuse_within
-                self._keep(view, shows, started, current_at, headers, b"".join(captured["body"]))
+                self._keep(view, shows, started, current_at, headers, b"".join(captured["body"]), scope=_quiet(scope))
         finally:
             if flight is not None:
                 if self._flights.get(view) is flight:
@@ -329,8 +399,19 @@ class BoardResponseCache:
 
     def stats(self) -> dict:
         return {"hits": self.hits, "stale": self.stale, "waited": self.waited, "misses": self.misses,
-                "revalidations": self.revalidations, "renders": self.renders, "kept": len(self.store),
-                "bytes": self.size}
+                "revalidations": self.revalidations, "refreshed": self.refreshed, "renders": self.renders,
+                "kept": len(self.store), "bytes": self.size}
+
+
+def _board_of(view: tuple) -> str:
+    return board_context(view[0], view[1]) or GLOBAL_CONTEXT_ID
+
+
+def _quiet(scope: dict) -> dict:
+    """The request a kept view answered, to render it again: an anonymous GET with the same headers but
+    its encoding (the kept body is gzipped here) and without the client's address."""
+    return {**scope, "client": None, "headers": [(k, v) for k, v in scope.get("headers", [])
+                                                  if k.lower() not in (b"accept-encoding", b"cookie")]}
 
 
 def _empty_request():
@@ -346,14 +427,6 @@ def _empty_request():
         await asyncio.Event().wait()
 
     return receive
-
-
-GZIP_WBITS = 31  # zlib's gzip container
-
-
-def gzip_body(body: bytes) -> bytes:
-    packer = zlib.compressobj(6, zlib.DEFLATED, GZIP_WBITS)
-    return packer.compress(body) + packer.flush()
 
 
 def accepts_gzip(request: ASGIRequest) -> bool:

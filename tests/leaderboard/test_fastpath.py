@@ -200,6 +200,9 @@ class Clock:
     def monotonic(self):
         return self.now
 
+    def time(self):  # the wall clock, here the same as the monotonic one
+        return self.now
+
 
 @pytest.fixture
 def clock(monkeypatch, settings):
@@ -384,3 +387,71 @@ async def test_an_answer_is_kept_as_the_version_it_says_it_shows(versions, clock
     assert (await fetch(app, "/", QUERY))[2:] == (b"board at 1.1", b"stale"), "not the current version"
     clock.now += 2.6  # 2.5 s older than the render when it was rendered: past the bound of 5 s now
     assert (await fetch(app, "/", QUERY))[3] == b"miss"
+
+
+class Renders:
+    """A stand-in for board_renders.django_render: counts the views it renders, in the worker thread."""
+
+    def __init__(self, label: str = "r"):
+        self.label, self.calls = label, []
+
+    def __call__(self, scope):
+        self.calls.append((scope["path"], scope["query_string"]))
+        body = f"{self.label}{len(self.calls)} {scope['query_string'].decode()}".encode()
+        return 200, [(b"content-type", b"text/html")], body
+
+
+@pytest.fixture
+def walls(clock, monkeypatch):
+    from apps.leaderboard import board_renders
+
+    monkeypatch.setattr(board_renders, "time", clock)
+    return clock
+
+
+async def test_a_moved_board_has_the_views_read_lately_rendered_again_together_once(versions, walls):
+    renders = Renders()
+    app = BoardResponseCache(Inner(), enabled=True, render=renders)
+    sorts = [QUERY + f"&sort={s}".encode() for s in ("r", "ra", "rh")]
+    for query in sorts:
+        assert (await fetch(app, "/", query))[3] == b"miss"
+    other = f"context={GLOBAL}".encode()
+    await fetch(app, "/", other)  # another board: it did not move
+    walls.now += 1
+    await fetch(app, "/", sorts[0])
+    await fetch(app, "/", sorts[1])
+    walls.now += 4.5  # sorts[2] was last read 5.5 s ago: not rendered again until it is read
+    versions[CTX] = 2
+    labels = [(await fetch(app, "/", query))[3] for query in sorts[:2]]
+    assert labels == [b"updating", b"stale"], "served at once, as they were"
+    await settle(app)
+    assert sorted(renders.calls) == [("/", q) for q in sorts[:2]], "one refresh, the two views read lately"
+    assert app.revalidations == 1 and app.refreshed == 2
+    assert [(await fetch(app, "/", q))[2:] for q in sorts[:2]] == [
+        (f"r{k + 1} {q.decode()}".encode(), b"hit") for k, q in enumerate(sorted(sorts[:2]))]
+    assert (await fetch(app, "/", other))[3] == b"hit"
+    versions[CTX] = 3
+    walls.now += 1  # not due again before half the bound
+    assert (await fetch(app, "/", sorts[0]))[3] == b"stale"
+    await settle(app)
+    assert len(renders.calls) == 2
+
+
+async def test_the_processes_sharing_a_cache_render_a_moved_board_once_between_them(versions, walls):
+    from django.core.cache.backends.locmem import LocMemCache
+
+    shared = LocMemCache("shared-answers", {})
+    first, second = Renders("first-"), Renders("second-")
+    a = BoardResponseCache(Inner(), enabled=True, render=first, shared=shared)
+    b = BoardResponseCache(Inner(), enabled=True, render=second, shared=shared)
+    for app in (a, b):
+        await fetch(app, "/", QUERY)
+    versions[CTX] = 2
+    walls.now += 1
+    assert (await fetch(a, "/", QUERY))[3] == b"updating"
+    await settle(a)
+    assert len(first.calls) == 1
+    assert (await fetch(b, "/", QUERY))[3] == b"updating"
+    await settle(b)
+    assert second.calls == [], "the board's lease is the first process's: the second takes its answer"
+    assert (await fetch(b, "/", QUERY))[2:] == (b"first-1 " + QUERY, b"hit") and b.refreshed == 1

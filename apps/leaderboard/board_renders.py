@@ -1,0 +1,132 @@
+"""Renders of many board views at once, outside the ASGI request path, shared between the site's
+processes (apps/leaderboard/fastpath.py keeps them).
+
+While the indexer folds, every board's version moves every second or two. Keeping each view of each
+board within LLMCHAIN_BOARD_MAX_STALE_S then takes views x processes / bound renders a second, and a
+render through Django's ASGI handler costs ~10 ms of thread hand-offs besides the view's few
+milliseconds. So a board's kept views are rendered again together (`refresh`), in one worker thread,
+through Django's handler in its synchronous mode (the same middleware and views, no hand-offs), and
+gzipped there; and where the cache is shared between processes (Redis: settings.CACHES), one process
+renders a board's views for all of them at a time: it takes the board's lease (`cache.add`, held for
+the refresh period), renders, and publishes each answer under its view; the others take the published
+answers instead of rendering their own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import time
+import zlib
+from dataclasses import dataclass
+
+from django.core.handlers.asgi import ASGIRequest
+from django.core.handlers.base import BaseHandler
+from django.db import close_old_connections
+
+# Kept answers are gzipped at level 1: a board page of 272 KB packs to 51 KB in 1.2 ms, against 41 KB
+# in 3.3 ms at zlib's default (6); a live site packs every view again each time its board moves.
+GZIP_LEVEL = 1
+GZIP_WBITS = 31  # zlib's gzip container
+SHARED_PREFIX = "board-answer:"
+
+
+def gzip_body(body: bytes) -> bytes:
+    packer = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, GZIP_WBITS)
+    return packer.compress(body) + packer.flush()
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One rendered view: Django's 200 answer, its body gzipped; `shows` the board version it shows and
+    `current_wall` the wall-clock time it was last known to be the board's (time.time(): the processes
+    share it, not their monotonic clocks)."""
+
+    shows: str
+    headers: list
+    packed: bytes
+    current_wall: float
+
+
+_handler: BaseHandler | None = None
+
+
+def django_render(scope: dict) -> tuple[int, list, bytes | None]:
+    """(status, headers, body) of Django's answer to this anonymous GET, made in this thread through the
+    handler's synchronous middleware chain (call between close_old_connections, as a request's start
+    and end do); body None for a streamed answer (never kept)."""
+    global _handler
+    if _handler is None:
+        handler = BaseHandler()
+        handler.load_middleware(is_async=False)
+        _handler = handler
+    response = _handler.get_response(ASGIRequest(scope, io.BytesIO()))
+    headers = [(name.encode("ascii"), value.encode("latin-1")) for name, value in response.items()]
+    headers += [(b"Set-Cookie", c.output(header="").encode("ascii").strip()) for c in response.cookies.values()]
+    return response.status_code, headers, None if response.streaming else response.content
+
+
+def shared_key(view: tuple) -> str:
+    path, query, part = view
+    digest = hashlib.sha256(b"\0".join([path.encode("latin-1"), query, part.encode()])).hexdigest()
+    return SHARED_PREFIX + digest
+
+
+def lease_key(context: str) -> str:
+    return f"board-render-lease:{context}"
+
+
+def keepable(status: int, headers: list, body: bytes | None) -> bool:
+    """Whether an answer is the same for every anonymous visitor: a whole 200 that sets no cookie."""
+    return status == 200 and body is not None and not any(name.lower() == b"set-cookie" for name, _ in headers)
+
+
+def shown_version(headers: list, version_header: bytes, default: str) -> str:
+    return next((value.decode("latin-1") for name, value in headers if name.lower() == version_header), default)
+
+
+def refresh(context: str, version: str, views: list[tuple[tuple, dict, float]], *, render, shared, period: float,
+            version_header: bytes) -> dict[tuple, Answer]:
+    """New answers for these kept views of one board ((view, its request's scope, the wall time its kept
+    answer was last known current)), in this thread: those another process published since, and, when
+    this process holds the board's lease (or nothing is shared), the rest rendered with `render` and
+    published. A view whose render is not keepable gets nothing (its kept answer stays)."""
+    close_old_connections()
+    try:
+        found: dict[tuple, Answer] = {}
+        if shared is not None:
+            published = shared.get_many([shared_key(view) for view, _, _ in views])
+            for view, _, kept_wall in views:
+                answer = published.get(shared_key(view))
+                if answer is not None and answer.current_wall > kept_wall:
+                    found[view] = answer
+            if not shared.add(lease_key(context), version, timeout=max(1, round(period))):
+                return found  # another process renders this board now: what it published is taken
+        rendered: dict[str, Answer] = {}
+        for view, scope, _ in views:
+            if view in found and found[view].shows == version:
+                continue
+            began = time.time()
+            status, headers, body = render(scope)
+            if keepable(status, headers, body):
+                shows = shown_version(headers, version_header, version)
+                # An answer showing an older version than `version` (the view reused a standing built a
+                # little before, boards.reuse_within) was current when that standing was built.
+                answer = Answer(shows, headers, gzip_body(body), began if shows == version else began - period)
+                found[view] = answer
+                rendered[shared_key(view)] = answer
+        if shared is not None and rendered:
+            shared.set_many(rendered, timeout=max(60, round(10 * period)))
+        return found
+    finally:
+        close_old_connections()
+
+
+def shared_cache():
+    """Django's cache when every process of the site shares it (Redis), else None: a process-local cache
+    (LocMem, Dummy) shares nothing between processes."""
+    from django.conf import settings
+    from django.core.cache import cache
+
+    backend = settings.CACHES["default"]["BACKEND"]
+    return cache if "redis" in backend.lower() or "memcached" in backend.lower() else None
