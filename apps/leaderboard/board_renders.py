@@ -66,14 +66,33 @@ def django_render(scope: dict) -> tuple[int, list, bytes | None]:
     return response.status_code, headers, None if response.streaming else response.content
 
 
+def _database() -> bytes:
+    """Which database the boards are read from: processes share answers only when they read the same one
+    (a Redis may serve several sites, or the test runs' databases)."""
+    from django.db import connection
+
+    settings = connection.settings_dict
+    return "\0".join(str(settings.get(k) or "") for k in ("ENGINE", "HOST", "PORT", "NAME")).encode()
+
+
 def shared_key(view: tuple) -> str:
     path, query, part = view
-    digest = hashlib.sha256(b"\0".join([path.encode("latin-1"), query, part.encode()])).hexdigest()
+    digest = hashlib.sha256(b"\0".join([_database(), path.encode("latin-1"), query, part.encode()])).hexdigest()
     return SHARED_PREFIX + digest
 
 
 def lease_key(context: str) -> str:
-    return f"board-render-lease:{context}"
+    return "board-render-lease:" + hashlib.sha256(_database() + b"\0" + context.encode()).hexdigest()
+
+
+def not_older(shows: str, than: str) -> bool:
+    """Whether a board version ("every-board.this-board" counters, entries.version_key) is the same as
+    `than` or later in every part."""
+    try:
+        a, b = [int(x) for x in shows.split(".")], [int(x) for x in than.split(".")]
+    except ValueError:
+        return False
+    return len(a) == len(b) and all(x >= y for x, y in zip(a, b))
 
 
 def keepable(status: int, headers: list, body: bytes | None) -> bool:
@@ -85,25 +104,26 @@ def shown_version(headers: list, version_header: bytes, default: str) -> str:
     return next((value.decode("latin-1") for name, value in headers if name.lower() == version_header), default)
 
 
-def refresh(context: str, version: str, views: list[tuple[tuple, dict, float]], *, render, shared, period: float,
-            version_header: bytes) -> dict[tuple, Answer]:
+def refresh(context: str, version: str, views: list[tuple[tuple, dict, float, str]], *, render, shared,
+            period: float, version_header: bytes) -> dict[tuple, Answer]:
     """New answers for these kept views of one board ((view, its request's scope, the wall time its kept
-    answer was last known current)), in this thread: those another process published since, and, when
+    answer was last known current, the version it shows)), in this thread: those another process
+    published since that show no older version, and, when
     this process holds the board's lease (or nothing is shared), the rest rendered with `render` and
     published. A view whose render is not keepable gets nothing (its kept answer stays)."""
     close_old_connections()
     try:
         found: dict[tuple, Answer] = {}
         if shared is not None:
-            published = shared.get_many([shared_key(view) for view, _, _ in views])
-            for view, _, kept_wall in views:
+            published = shared.get_many([shared_key(view) for view, _, _, _ in views])
+            for view, _, kept_wall, kept_shows in views:
                 answer = published.get(shared_key(view))
-                if answer is not None and answer.current_wall > kept_wall:
+                if answer is not None and answer.current_wall > kept_wall and not_older(answer.shows, kept_shows):
                     found[view] = answer
             if not shared.add(lease_key(context), version, timeout=max(1, round(period))):
                 return found  # another process renders this board now: what it published is taken
         rendered: dict[str, Answer] = {}
-        for view, scope, _ in views:
+        for view, scope, _, _ in views:
             if view in found and found[view].shows == version:
                 continue
             began = time.time()

@@ -300,7 +300,7 @@ class BoardResponseCache:
         now = time.monotonic()
         self._boards_due[context] = now + self.reuse_within
         wall = time.time() - now  # a monotonic time plus this is its wall-clock time
-        views = [(view, kept.scope, kept.current_at + wall) for view, kept in self.store.items()
+        views = [(view, kept.scope, kept.current_at + wall, kept.version) for view, kept in self.store.items()
                  if kept.context == context and kept.version != version and kept.scope is not None
                  and now - kept.read_at <= self.max_stale and view not in self._flights]
         if not views:

@@ -61,3 +61,58 @@ def test_the_synchronous_render_is_the_asgi_handlers_answer(path, query, headers
     if status == 200 and path == "/":
         assert b"alpha &lt;b&gt;" in body and b"alpha <b>" not in body
     assert board_renders.keepable(status, sent_headers, body) == (status == 200)
+
+
+class Rendering:
+    def __init__(self, shows: str):
+        self.shows, self.calls = shows, 0
+
+    def __call__(self, scope):
+        self.calls += 1
+        return 200, [(b"content-type", b"text/html"), (b"X-Board-Version", self.shows.encode())], b"board"
+
+
+def refreshed(shared, render, *, kept_wall=100.0, kept_shows="5.5", version="5.6"):
+    view = ("/", b"context=" + CTX.encode(), "page")
+    return board_renders.refresh(CTX, version, [(view, {}, kept_wall, kept_shows)], render=render,
+                                             shared=shared, period=2.5, version_header=b"x-board-version")
+
+
+@pytest.fixture
+def shared(monkeypatch):
+    from django.core.cache.backends.locmem import LocMemCache
+
+    # What a request's end does would end the test's transaction: refresh's own are not needed here.
+    monkeypatch.setattr(board_renders, "close_old_connections", lambda: None)
+
+    cache = LocMemCache("board-renders-test", {})
+    cache.clear()  # LocMem caches of one name share their entries
+    return cache
+
+
+def test_an_answer_another_process_published_for_the_same_database_is_taken(shared):
+    refreshed(shared, Rendering("5.6"))
+    shared.delete(board_renders.lease_key(CTX))
+    again = Rendering("5.6")
+    assert [a.shows for a in refreshed(shared, again).values()] == ["5.6"] and again.calls == 0
+
+
+def test_answers_published_for_another_database_or_an_older_version_are_not_taken(shared, monkeypatch):
+    elsewhere = board_renders._database()
+    with monkeypatch.context() as patch:
+        patch.setattr(board_renders, "_database", lambda: elsewhere + b"-another")
+        refreshed(shared, Rendering("9.9"))
+    mine = Rendering("5.6")
+    assert [a.shows for a in refreshed(shared, mine).values()] == ["5.6"] and mine.calls == 1
+
+    shared.clear()
+    refreshed(shared, Rendering("5.4"))  # older than the answer kept (5.5), though published later
+    shared.delete(board_renders.lease_key(CTX))
+    mine = Rendering("5.6")
+    assert [a.shows for a in refreshed(shared, mine).values()] == ["5.6"] and mine.calls == 1
+
+
+def test_versions_compare_part_by_part():
+    assert board_renders.not_older("5.6", "5.6") and board_renders.not_older("6.6", "5.6")
+    assert not board_renders.not_older("6.5", "5.6") and not board_renders.not_older("5", "5.6")
+    assert not board_renders.not_older("", "5.6")
