@@ -105,12 +105,12 @@ def shown_version(headers: list, version_header: bytes, default: str) -> str:
 
 
 def refresh(context: str, version: str, views: list[tuple[tuple, dict, float, str]], *, render, shared,
-            period: float, version_header: bytes) -> dict[tuple, Answer]:
+            period: float, version_header: bytes, needed: frozenset | set = frozenset()) -> dict[tuple, Answer]:
     """New answers for these kept views of one board ((view, its request's scope, the wall time its kept
     answer was last known current, the version it shows)), in this thread: those another process
-    published since that show no older version, and, when
-    this process holds the board's lease (or nothing is shared), the rest rendered with `render` and
-    published. A view whose render is not keepable gets nothing (its kept answer stays)."""
+    published since that show no older version, and the rest rendered with `render` and published: all of
+    them when this process holds the board's lease (or nothing is shared), else only the `needed` ones (a
+    request waits for them). A view whose render is not keepable gets nothing (its kept answer stays)."""
     close_old_connections()
     try:
         found: dict[tuple, Answer] = {}
@@ -121,7 +121,9 @@ def refresh(context: str, version: str, views: list[tuple[tuple, dict, float, st
                 if answer is not None and answer.current_wall > kept_wall and not_older(answer.shows, kept_shows):
                     found[view] = answer
             if not shared.add(lease_key(context), version, timeout=max(1, round(period))):
-                return found  # another process renders this board now: what it published is taken
+                # Another process renders this board now: what it published is taken, and only the views a
+                # request here waits for (`needed`) and found nowhere are rendered.
+                views = [v for v in views if v[0] in needed and v[0] not in found]
         rendered: dict[str, Answer] = {}
         for view, scope, _, _ in views:
             if view in found and found[view].shows == version:

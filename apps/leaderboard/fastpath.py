@@ -18,11 +18,16 @@ an error, another path) goes to Django unchanged.
 While the indexer folds, boards' versions move every second or two (every board's, with evaluations
 spread over the contexts), and rendering every view again at each move would stop the site. So once a
 view's board has moved, its kept answer is still served while it is at most LLMCHAIN_BOARD_MAX_STALE_S
-old, counted from the last moment the site knew it was current (stale while revalidate), and a render
-in the background makes the new one: at most once per half that bound per view (a render that kept
-nothing too), and only while a render slot is free (RENDERING at once per process). A view whose kept
-answer is older than the bound is rendered for the request that asks for it, once however many ask:
-the others wait for that render (single flight). An answer is one board rendered at one moment, with
+old, counted from the last moment the site knew it was current (stale while revalidate). With `render`
+(the site's: board_renders.django_render) the board's views are rendered again together: a stale read
+sets off, at most once per half the bound per board and while a render slot is free, one refresh in a
+worker thread of every view of the board read within the bound; a read whose answer is past the bound
+waits for its board's refresh (it and every other such read join the refresh until it starts rendering),
+and where the site's processes share a cache one of them renders a board for all (board_renders.refresh).
+Without `render`, each view is rendered again through `app`, at most once per half the bound (a render
+that kept nothing too), and a view whose answer is past the bound is rendered for the request that asks
+for it, once however many ask: the others wait for that render (single flight). A view never kept is
+rendered for its request that way in both cases. An answer is one board rendered at one moment, with
 the version it shows (the view's X-Board-Version header: while a board moves, its views share one
 build of it for half the bound, boards.reuse_within): a stale page shows the board as it was then,
 each row with its own block, never parts of two versions. Each answer says what it was in
@@ -110,6 +115,26 @@ class Kept:
         self.hit_headers = ([*self.headers, (CACHE_HEADER, HIT)], [*self.gzip_headers, (CACHE_HEADER, HIT)])
 
 
+@dataclass
+class BoardRefresh:
+    """One refresh of a board's views under way: `views` (view -> (view, the request's scope, the wall time
+    its kept answer was last known current, the version it shows)), `needed` those a request waits for."""
+
+    done: asyncio.Future
+    views: dict = field(default_factory=dict)
+    needed: set = field(default_factory=set)
+    started: bool = False  # rendering: no view joins any more
+
+    def join(self, view: tuple, kept: Kept, wall: float, *, needed: bool = True) -> bool:
+        """Add a view (`wall`: a monotonic time plus this is its wall-clock time); False once started."""
+        if self.started:
+            return view in self.views
+        self.views[view] = (view, kept.scope, kept.current_at + wall, kept.version)
+        if needed:
+            self.needed.add(view)
+        return True
+
+
 class BoardResponseCache:
     def __init__(self, app, *, enabled: bool | None = None, render=None, shared=None):
         """`render`: a synchronous render of one view from its request's scope ((status, headers, body):
@@ -137,9 +162,10 @@ class BoardResponseCache:
         self._reading: asyncio.Future | None = None
         self._flights: dict[tuple, asyncio.Future] = {}  # view -> its render under way, done when it ends
         self._boards_due: dict[str, float] = {}  # board -> when its views may be rendered again together
-        self._boards_rendering: set[str] = set()
+        self._board_flights: dict[str, BoardRefresh] = {}  # board -> its refresh under way
         self._updating = 0  # background renders under way
         self._slots = asyncio.Semaphore(RENDERING)
+        self._refreshing = asyncio.Semaphore(1)  # one board's views rendered again at a time
         self._tasks: set[asyncio.Task] = set()
         self.hits = self.stale = self.waited = self.misses = self.revalidations = 0
         self.refreshed = 0  # views rendered again (or taken from another process) in a board's refresh
@@ -244,7 +270,9 @@ class BoardResponseCache:
         known_at = self._versions_at  # when `version` was the board's
         view = (scope["path"], scope.get("query_string", b""), board_part(HtmxDetails(request)))
         gzipped = accepts_gzip(request)
+        board = context or GLOBAL_CONTEXT_ID
         waited = False
+        board_waits = 0
         while True:
             kept = self.store.get(view)
             if kept is not None and kept.version == version:
@@ -258,8 +286,8 @@ class BoardResponseCache:
             if kept is not None and self.max_stale > 0 and now - kept.current_at <= self.max_stale:
                 label = STALE
                 if self.render is not None:
-                    if self._board_due(context or GLOBAL_CONTEXT_ID, now):
-                        self._refresh_board(context or GLOBAL_CONTEXT_ID, version)
+                    if self._board_due(board, now):
+                        self._refresh_board(board, version)
                         label = UPDATING
                 elif (view not in self._flights and self._updating < REVALIDATING and not self._slots.locked()
                         and now - kept.tried_at >= self.reuse_within):
@@ -267,6 +295,17 @@ class BoardResponseCache:
                     label = UPDATING
                 self.stale += 1
                 return await self._send(view, kept, gzipped, send, label)
+            if self.render is not None and kept is not None and kept.scope is not None and board_waits < 2:
+                # Past the bound: the board's views are rendered again together, this one among them (it
+                # joins the board's refresh while that waits for a render slot); the request waits for it.
+                refresh = self._board_flights.get(board)
+                if refresh is None or not refresh.join(view, kept, time.time() - now):
+                    refresh = self._refresh_board(board, version, need=(view, kept)) if refresh is None else refresh
+                if refresh is not None:
+                    board_waits += 1
+                    await asyncio.shield(refresh.done)
+                    waited = True
+                    continue
             flight = self._flights.get(view)
             if flight is None or waited:
                 break
@@ -290,32 +329,39 @@ class BoardResponseCache:
 
     # -- a moved board's views, rendered again together ---------------------------------------------
     def _board_due(self, context: str, now: float) -> bool:
-        return (context not in self._boards_rendering and now >= self._boards_due.get(context, 0.0)
-                and self._updating < REVALIDATING and not self._slots.locked())
+        return (context not in self._board_flights and now >= self._boards_due.get(context, 0.0)
+                and not self._refreshing.locked())
 
-    def _refresh_board(self, context: str, version: str) -> None:
+    def _refresh_board(self, context: str, version: str, *, need: tuple | None = None) -> BoardRefresh | None:
         """Render again, in one worker thread, every view of this board kept here that was read within the
-        bound and is not at `version` (or take them from another process: board_renders.refresh); at most
-        once per half the bound per board."""
+        bound and is not at `version` (or take them from another process: board_renders.refresh), and
+        `need` ((view, its kept answer): a request waits for it); None when there is nothing to render.
+        Set off by a stale read at most once per half the bound per board; by a request whose answer is
+        past the bound when none is under way (other such requests join it until it starts)."""
         now = time.monotonic()
         self._boards_due[context] = now + self.reuse_within
         wall = time.time() - now  # a monotonic time plus this is its wall-clock time
-        views = [(view, kept.scope, kept.current_at + wall, kept.version) for view, kept in self.store.items()
-                 if kept.context == context and kept.version != version and kept.scope is not None
-                 and now - kept.read_at <= self.max_stale and view not in self._flights]
-        if not views:
-            return
-        self._boards_rendering.add(context)
+        refresh = BoardRefresh(asyncio.get_running_loop().create_future())
+        for view, kept in self.store.items():
+            if (kept.context == context and kept.version != version and kept.scope is not None
+                    and now - kept.read_at <= self.max_stale and view not in self._flights):
+                refresh.join(view, kept, wall, needed=False)
+        if need is not None:
+            refresh.join(*need, wall)
+        if not refresh.views:
+            return None
+        self._board_flights[context] = refresh
         self._updating += 1
         self.revalidations += 1
 
         async def run():
             try:
-                async with self._slots:
+                async with self._refreshing:
+                    refresh.started = True
                     began = time.monotonic()
                     found = await sync_to_async(board_renders.refresh, thread_sensitive=False)(
-                        context, version, views, render=self.render, shared=self.shared, period=self.reuse_within,
-                        version_header=VERSION_HEADER)
+                        context, version, list(refresh.views.values()), render=self.render, shared=self.shared,
+                        period=self.reuse_within, version_header=VERSION_HEADER, needed=refresh.needed)
                 wall_now = time.time() - time.monotonic()
                 for view, answer in found.items():
                     current_at = answer.current_wall - wall_now
@@ -326,11 +372,14 @@ class BoardResponseCache:
                 log.exception("rendering the board %s again failed", context)
             finally:
                 self._updating -= 1
-                self._boards_rendering.discard(context)
+                if self._board_flights.get(context) is refresh:
+                    del self._board_flights[context]
+                refresh.done.set_result(None)
 
         task = asyncio.ensure_future(run())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return refresh
 
     def _revalidate(self, view: tuple, scope: dict, version: str) -> None:
         """Render the view again in the background, as an anonymous request like this one."""

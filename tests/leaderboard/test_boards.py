@@ -236,6 +236,20 @@ def test_json_export(client, board_data):
     assert [(r["model_id"], r["rank"]) for r in data["provisional"]] == [(mid(5), None), (mid(6), None)]
 
 
+@pytest.mark.parametrize("sort, direction", [("r", "desc"), ("name", "asc"), ("n_auto", "asc")])
+def test_the_json_export_is_the_boards_data_encoded_whatever_order_its_rows_were_encoded_in(board_data, sort,
+                                                                                            direction):
+    import json
+
+    from apps.leaderboard.api import board_data as data_of
+    from apps.leaderboard.api import board_json
+
+    standing = boards.standing(CTX)
+    board_json(boards.board_from(standing, "name", "desc"))  # the rows' JSON kept from another order first
+    board = boards.board_from(standing, sort, direction)
+    assert board_json(board) == json.dumps(data_of(board), separators=(",", ":")).encode()
+
+
 def test_json_export_errors(client, board_data):
     bad = client.get("/api/boards/0xnope")
     assert bad.status_code == 400 and "64 hexadecimal" in bad.json()["detail"]

@@ -455,3 +455,40 @@ async def test_the_processes_sharing_a_cache_render_a_moved_board_once_between_t
     await settle(b)
     assert second.calls == [], "the board's lease is the first process's: the second takes its answer"
     assert (await fetch(b, "/", QUERY))[2:] == (b"first-1 " + QUERY, b"hit") and b.refreshed == 1
+
+
+async def test_readers_of_views_past_the_bound_wait_for_one_refresh_of_their_board(versions, walls):
+    import asyncio
+
+    renders = Renders()
+    inner = Inner()
+    app = BoardResponseCache(inner, enabled=True, render=renders)
+    sorts = [QUERY + f"&sort={s}".encode() for s in ("r", "ra")]
+    for query in sorts:
+        await fetch(app, "/", query)
+    versions[CTX] = 2
+    walls.now += 60  # every kept answer is past the bound, none read lately
+    answers = await asyncio.gather(*(fetch(app, "/", query) for query in sorts for _ in range(5)))
+    assert {a[3] for a in answers} == {b"waited"}, "none served past the bound, none rendered on its own"
+    assert inner.calls == 2, "Django rendered only the first reads"
+    assert sorted(renders.calls) == sorted(("/", q) for q in sorts), "one render of each view"
+    assert app.revalidations == 1, "in one refresh of the board"
+    assert {a[2] for a in answers} == {f"r{k} {q.decode()}".encode() for k, q in enumerate(sorts, 1)} or {
+        a[2] for a in answers} == {f"r{k} {q.decode()}".encode() for k, q in enumerate(reversed(sorts), 1)}
+
+
+async def test_a_view_a_reader_waits_for_is_rendered_though_another_process_holds_the_lease(versions, walls):
+    from django.core.cache.backends.locmem import LocMemCache
+
+    from apps.leaderboard import board_renders
+
+    shared = LocMemCache("shared-answers-lease", {})
+    shared.clear()
+    renders = Renders()
+    app = BoardResponseCache(Inner(), enabled=True, render=renders, shared=shared)
+    await fetch(app, "/", QUERY)
+    versions[CTX] = 2
+    walls.now += 60
+    assert shared.add(board_renders.lease_key(CTX), "2.2", timeout=60)
+    status, _, body, label = await fetch(app, "/", QUERY)
+    assert (status, body, label) == (200, b"r1 " + QUERY, b"waited") and len(renders.calls) == 1
