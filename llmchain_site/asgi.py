@@ -27,8 +27,7 @@ from apps.oracle.consumers import DebateWakeConsumer, OracleWakeConsumer  # noqa
 WORKERS = (OracleWakeConsumer, DebateWakeConsumer, SubmitConsumer)
 
 application = ProtocolTypeRouter({
-    "http": BoardResponseCache(django_asgi_app, render=board_renders.django_render,
-                               shared=board_renders.shared_cache()),
+    "http": BoardResponseCache(django_asgi_app, renderer=board_renders.Renderer(), shared=board_renders.shared_cache()),
     "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     "channel": ChannelNameRouter({worker.channel: worker.as_asgi() for worker in WORKERS}),
 })

@@ -140,7 +140,7 @@ LLMCHAIN_BOARD_FASTPATH = os.environ.get("LLMCHAIN_BOARD_FASTPATH", "1") != "0"
 LLMCHAIN_BOARD_FASTPATH_MB = float(os.environ.get("LLMCHAIN_BOARD_FASTPATH_MB", "128"))
 # How old a kept board may be when served after its board changed, while it is rendered again (stale
 # while revalidate): seconds since the site last knew it was current. 0: never served once changed.
-LLMCHAIN_BOARD_MAX_STALE_S = float(os.environ.get("LLMCHAIN_BOARD_MAX_STALE_S", "5"))
+LLMCHAIN_BOARD_MAX_STALE_S = float(os.environ.get("LLMCHAIN_BOARD_MAX_STALE_S", "30"))
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:

@@ -1,21 +1,22 @@
 """Renders of many board views at once, outside the ASGI request path, shared between the site's
-processes (apps/leaderboard/fastpath.py keeps them).
+processes (apps/leaderboard/fastpath.py keeps them), and the HTTP encoding of the kept answers.
 
 While the indexer folds, every board's version moves every second or two. Keeping each view of each
 board within LLMCHAIN_BOARD_MAX_STALE_S then takes views x processes / bound renders a second, and a
 render through Django's ASGI handler costs ~10 ms of thread hand-offs besides the view's few
-milliseconds. So a board's kept views are rendered again together (`refresh`), in one worker thread,
-through Django's handler in its synchronous mode (the same middleware and views, no hand-offs), and
-gzipped there; and where the cache is shared between processes (Redis: settings.CACHES), one process
+milliseconds. So a board's kept views are rendered again together (`refresh`) through Django's handler
+in its synchronous mode (the same middleware and views, no hand-offs), and gzipped there, in a child
+process of each web process (`Renderer`: rendering in a thread of the web process starved its event
+loop of the GIL); and where the cache is shared between processes (Redis: settings.CACHES), one process
 renders a board's views for all of them at a time: it takes the board's lease (`cache.add`, held for
 the refresh period), renders, and publishes each answer under its view; the others take the published
-answers instead of rendering their own.
-"""
+answers instead of rendering their own."""
 
 from __future__ import annotations
 
 import hashlib
 import io
+import os
 import time
 import zlib
 from dataclasses import dataclass
@@ -34,6 +35,37 @@ SHARED_PREFIX = "board-answer:"
 def gzip_body(body: bytes) -> bytes:
     packer = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, GZIP_WBITS)
     return packer.compress(body) + packer.flush()
+
+
+def accepts_gzip(request: ASGIRequest) -> bool:
+    """Whether the client takes a gzip-encoded answer (Accept-Encoding names gzip without q=0)."""
+    for part in request.META.get("HTTP_ACCEPT_ENCODING", "").lower().split(","):
+        name, _, params = part.strip().partition(";")
+        if name.strip() in ("gzip", "*") and params.replace(" ", "") not in ("q=0", "q=0.0", "q=0.00", "q=0.000"):
+            return True
+    return False
+
+
+def gzip_headers(headers: list, length: int) -> list:
+    """A kept answer's headers for its gzipped body: its length, its encoding, and Vary on Accept-Encoding."""
+    out, varied = [], False
+    for name, value in headers:
+        low = name.lower()
+        if low == b"content-length":
+            continue
+        if low == b"vary":
+            value, varied = value + b", Accept-Encoding", True
+        out.append((name, value))
+    if not varied:
+        out.append((b"Vary", b"Accept-Encoding"))
+    return [*out, (b"Content-Encoding", b"gzip"), (b"Content-Length", str(length).encode())]
+
+
+def quiet_scope(scope: dict) -> dict:
+    """The request a kept view answered, to render it again: an anonymous GET with the same headers but
+    its encoding (the kept body is gzipped here) and without the client's address."""
+    return {**scope, "client": None, "headers": [(k, v) for k, v in scope.get("headers", [])
+                                                  if k.lower() not in (b"accept-encoding", b"cookie")]}
 
 
 @dataclass(frozen=True)
@@ -152,3 +184,57 @@ def shared_cache():
 
     backend = settings.CACHES["default"]["BACKEND"]
     return cache if "redis" in backend.lower() or "memcached" in backend.lower() else None
+
+
+# -- the renders in a process of their own -------------------------------------------------------------
+# Rendering is CPU-bound Python: in a thread of the web process it holds the GIL, and the event loop,
+# which gives it up at every socket call, waits to take it back each time (at 100 evaluations a second
+# folded, a board served from memory took seconds). So each web process renders its boards in one child
+# process, at a lower CPU priority than serving: the loop keeps its core, and renders take what is left.
+RENDERER_NICE = 10
+
+
+class Renderer:
+    """One child process (spawned at the first refresh, started with Django set up as this process's, at
+    nice RENDERER_NICE) that runs `refresh` with `django_render` and the site's shared cache."""
+
+    def __init__(self):
+        self._pool = None
+
+    def refresh(self, context: str, version: str, views: list, *, period: float, version_header: bytes,
+                needed=frozenset()):
+        """A concurrent.futures.Future of refresh(...)'s answers, made in the child."""
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=_start_child, initargs=(os.getpid(),))
+        return self._pool.submit(_refresh_in_child, context, version, views, period, version_header, set(needed))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
+def _start_child(parent: int) -> None:
+    import threading
+
+    import django
+
+    os.nice(RENDERER_NICE)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "llmchain_site.settings")
+    django.setup()
+
+    def watch():  # the child ends with its web process, however that ends
+        while os.getppid() == parent:
+            time.sleep(1)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
+def _refresh_in_child(context, version, views, period, version_header, needed):
+    return refresh(context, version, views, render=django_render, shared=shared_cache(), period=period,
+                   version_header=version_header, needed=needed)

@@ -32,8 +32,8 @@ the version it shows (the view's X-Board-Version header: while a board moves, it
 build of it for half the bound, boards.reuse_within): a stale page shows the board as it was then,
 each row with its own block, never parts of two versions. Each answer says what it was in
 X-Board-Cache: hit (current), stale (from before the board moved, within the bound), updating (the
-same, and this request set off the view's render), miss (rendered for this request), waited (rendered
-for another request this one waited for).
+same, and this request set off the view's render), miss (rendered for this request, alone or with the
+other views of its board), waited (rendered for another request this one waited for).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from lib.ids import HEX32_PATTERN
 from lib.reputation import GLOBAL_CONTEXT_ID
 
 from . import board_renders, boards, entries
-from .board_renders import GZIP_WBITS, gzip_body
+from .board_renders import GZIP_WBITS, accepts_gzip, gzip_body, gzip_headers, quiet_scope
 from .boards import BoardError, parse_context_id
 from .views.board import board_part
 
@@ -136,15 +136,18 @@ class BoardRefresh:
 
 
 class BoardResponseCache:
-    def __init__(self, app, *, enabled: bool | None = None, render=None, shared=None):
+    def __init__(self, app, *, enabled: bool | None = None, render=None, shared=None, renderer=None):
         """`render`: a synchronous render of one view from its request's scope ((status, headers, body):
         board_renders.django_render), with which a moved board's views are rendered again together in
-        a worker thread; without it each view is rendered again through `app`. `shared`: a cache that
-        the site's processes share (Django's cache API), through which one process renders a moved
-        board's views for all of them."""
+        a worker thread; `renderer` (a board_renders.Renderer): the same in a process of its own; with
+        neither, each view is rendered again through `app`. `shared`: a cache that the site's processes
+        share (Django's cache API), through which one process renders a moved board's views for all of
+        them (a renderer uses the site's)."""
         self.app = app
         self.render = render
+        self.renderer = renderer
         self.shared = shared
+        self.batched = render is not None or renderer is not None
         self.enabled = settings.LLMCHAIN_BOARD_FASTPATH if enabled is None else enabled
         self.max_bytes = int(settings.LLMCHAIN_BOARD_FASTPATH_MB * 2**20)
         self.max_stale = float(settings.LLMCHAIN_BOARD_MAX_STALE_S)
@@ -271,21 +274,24 @@ class BoardResponseCache:
         view = (scope["path"], scope.get("query_string", b""), board_part(HtmxDetails(request)))
         gzipped = accepts_gzip(request)
         board = context or GLOBAL_CONTEXT_ID
-        waited = False
+        waited = set_off = False  # set_off: this request set off the board's refresh it waited for
         board_waits = 0
         while True:
             kept = self.store.get(view)
             if kept is not None and kept.version == version:
                 kept.current_at = max(kept.current_at, known_at)
-                if waited:
+                label = MISS if set_off else WAITED if waited else HIT
+                if set_off:
+                    self.misses += 1
+                elif waited:
                     self.waited += 1
                 else:
                     self.hits += 1
-                return await self._send(view, kept, gzipped, send, WAITED if waited else HIT)
+                return await self._send(view, kept, gzipped, send, label)
             now = time.monotonic()
             if kept is not None and self.max_stale > 0 and now - kept.current_at <= self.max_stale:
                 label = STALE
-                if self.render is not None:
+                if self.batched:
                     if self._board_due(board, now):
                         self._refresh_board(board, version)
                         label = UPDATING
@@ -295,12 +301,15 @@ class BoardResponseCache:
                     label = UPDATING
                 self.stale += 1
                 return await self._send(view, kept, gzipped, send, label)
-            if self.render is not None and kept is not None and kept.scope is not None and board_waits < 2:
+            if self.batched and self.max_stale > 0 and kept is not None and kept.scope is not None and board_waits < 2:
                 # Past the bound: the board's views are rendered again together, this one among them (it
                 # joins the board's refresh while that waits for a render slot); the request waits for it.
                 refresh = self._board_flights.get(board)
-                if refresh is None or not refresh.join(view, kept, time.time() - now):
-                    refresh = self._refresh_board(board, version, need=(view, kept)) if refresh is None else refresh
+                if refresh is None:
+                    refresh = self._refresh_board(board, version, need=(view, kept))
+                    set_off = refresh is not None
+                else:
+                    refresh.join(view, kept, time.time() - now)
                 if refresh is not None:
                     board_waits += 1
                     await asyncio.shield(refresh.done)
@@ -359,9 +368,15 @@ class BoardResponseCache:
                 async with self._refreshing:
                     refresh.started = True
                     began = time.monotonic()
-                    found = await sync_to_async(board_renders.refresh, thread_sensitive=False)(
-                        context, version, list(refresh.views.values()), render=self.render, shared=self.shared,
-                        period=self.reuse_within, version_header=VERSION_HEADER, needed=refresh.needed)
+                    views = list(refresh.views.values())
+                    if self.renderer is not None:
+                        found = await asyncio.wrap_future(self.renderer.refresh(
+                            context, version, views, period=self.reuse_within, version_header=VERSION_HEADER,
+                            needed=refresh.needed))
+                    else:
+                        found = await sync_to_async(board_renders.refresh, thread_sensitive=False)(
+                            context, version, views, render=self.render, shared=self.shared,
+                            period=self.reuse_within, version_header=VERSION_HEADER, needed=refresh.needed)
                 wall_now = time.time() - time.monotonic()
                 for view, answer in found.items():
                     current_at = answer.current_wall - wall_now
@@ -438,7 +453,7 @@ class BoardResponseCache:
                 shows = next((value.decode("latin-1") for name, value in headers if name.lower() == VERSION_HEADER),
                              version)
                 current_at = started if shows == version else started - self.reuse_within
-                self._keep(view, shows, started, current_at, headers, b"".join(captured["body"]), scope=_quiet(scope))
+                self._keep(view, shows, started, current_at, headers, b"".join(captured["body"]), scope=quiet_scope(scope))
         finally:
             if flight is not None:
                 if self._flights.get(view) is flight:
@@ -456,13 +471,6 @@ def _board_of(view: tuple) -> str:
     return board_context(view[0], view[1]) or GLOBAL_CONTEXT_ID
 
 
-def _quiet(scope: dict) -> dict:
-    """The request a kept view answered, to render it again: an anonymous GET with the same headers but
-    its encoding (the kept body is gzipped here) and without the client's address."""
-    return {**scope, "client": None, "headers": [(k, v) for k, v in scope.get("headers", [])
-                                                  if k.lower() not in (b"accept-encoding", b"cookie")]}
-
-
 def _empty_request():
     """`receive` of a request without a body whose client never leaves (Django listens for the client
     leaving while it answers, and stops listening once it has)."""
@@ -476,30 +484,6 @@ def _empty_request():
         await asyncio.Event().wait()
 
     return receive
-
-
-def accepts_gzip(request: ASGIRequest) -> bool:
-    """Whether the client takes a gzip-encoded answer (Accept-Encoding names gzip without q=0)."""
-    for part in request.META.get("HTTP_ACCEPT_ENCODING", "").lower().split(","):
-        name, _, params = part.strip().partition(";")
-        if name.strip() in ("gzip", "*") and params.replace(" ", "") not in ("q=0", "q=0.0", "q=0.00", "q=0.000"):
-            return True
-    return False
-
-
-def gzip_headers(headers: list, length: int) -> list:
-    """A kept answer's headers for its gzipped body: its length, its encoding, and Vary on Accept-Encoding."""
-    out, varied = [], False
-    for name, value in headers:
-        low = name.lower()
-        if low == b"content-length":
-            continue
-        if low == b"vary":
-            value, varied = value + b", Accept-Encoding", True
-        out.append((name, value))
-    if not varied:
-        out.append((b"Vary", b"Accept-Encoding"))
-    return [*out, (b"Content-Encoding", b"gzip"), (b"Content-Length", str(length).encode())]
 
 
 def _read_versions() -> dict[str, int]:
