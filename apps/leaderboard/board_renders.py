@@ -226,6 +226,9 @@ def _start_child(parent: int) -> None:
     os.nice(RENDERER_NICE)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "llmchain_site.settings")
     django.setup()
+    from . import boards
+
+    boards.keep_views = False  # each view rendered here once per version: no copy kept in the cache
 
     def watch():  # the child ends with its web process, however that ends
         while os.getppid() == parent:

@@ -637,6 +637,10 @@ def csv_rows(board: Board) -> list[list]:
 
 
 CACHE_SECONDS = 300
+# Whether `cached` keeps each view's output. The board renderers' processes (board_renders.Renderer) do
+# not: they render each view once per version, so a kept copy is never read, and with Redis as the cache
+# the copies of every view at every version for CACHE_SECONDS grew it by ~0.8 GB in a 5-minute bench run.
+keep_views = True
 
 
 # The response header that says which version of the board an answer shows (apps/leaderboard/fastpath.py
@@ -648,6 +652,8 @@ def cached(kind: str, context_id: str, sort: str, direction: str, produce, versi
     """`produce()` for this board view, cached under the board's version (by default its current one):
     every change the indexer folds into a board moves its version (entries.bump), so a cached board is
     never staler than the version it is cached under."""
+    if not keep_views:
+        return produce()
     version = entries.version(context_id or None) if version is None else version
     return cached_under(f"board:{version}:{min_evaluations()}:{min_rated()}:{kind}:{context_id}:{sort}:{direction}",
                         produce, version)

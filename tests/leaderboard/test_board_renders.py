@@ -116,3 +116,19 @@ def test_versions_compare_part_by_part():
     assert board_renders.not_older("5.6", "5.6") and board_renders.not_older("6.6", "5.6")
     assert not board_renders.not_older("6.5", "5.6") and not board_renders.not_older("5", "5.6")
     assert not board_renders.not_older("", "5.6")
+
+
+def test_a_renderer_process_keeps_no_copy_of_the_views_it_renders(monkeypatch):
+    from django.core.cache import cache
+
+    from apps.leaderboard import boards
+
+    calls = []
+    monkeypatch.setattr(boards, "keep_views", False)
+    for _ in range(2):
+        boards.cached("json", CTX, "r", "desc", lambda: calls.append(1) or {"body": b"x"}, version="7.7")
+    assert len(calls) == 2 and cache.get(f"board:7.7:{boards.min_evaluations()}:{boards.min_rated()}:json:{CTX}:r:desc") is None
+    monkeypatch.setattr(boards, "keep_views", True)
+    for _ in range(2):
+        boards.cached("json", CTX, "r", "desc", lambda: calls.append(1) or {"body": b"x"}, version="7.7")
+    assert len(calls) == 3, "a web process keeps it"
