@@ -190,26 +190,32 @@ def shared_cache():
 # Rendering is CPU-bound Python: in a thread of the web process it holds the GIL, and the event loop,
 # which gives it up at every socket call, waits to take it back each time (at 100 evaluations a second
 # folded, a board served from memory took seconds). So each web process renders its boards in one child
-# process, at a lower CPU priority than serving: the loop keeps its core, and renders take what is left.
-RENDERER_NICE = 10
+# process. (At a lower CPU priority than serving, nice 10, the renders starved on a busy machine and the
+# readers waiting for them with them: no answer at all in a second's window of the bench under load.)
 
 
 class Renderer:
-    """One child process (spawned at the first refresh, started with Django set up as this process's, at
-    nice RENDERER_NICE) that runs `refresh` with `django_render` and the site's shared cache."""
+    """One child process (spawned by `start`, with Django set up as this process's) that runs `refresh`
+    with `django_render` and the site's shared cache."""
 
     def __init__(self):
         self._pool = None
 
-    def refresh(self, context: str, version: str, views: list, *, period: float, version_header: bytes,
-                needed=frozenset()):
-        """A concurrent.futures.Future of refresh(...)'s answers, made in the child."""
+    def start(self) -> None:
+        """Start the child now (it takes a second or more to set Django up), so that it is ready when a
+        board first moves: called once a board view is kept."""
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
         if self._pool is None:
             self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
                                              initializer=_start_child, initargs=(os.getpid(),))
+            self._pool.submit(os.getpid)  # a worker is spawned at the first submit
+
+    def refresh(self, context: str, version: str, views: list, *, period: float, version_header: bytes,
+                needed=frozenset()):
+        """A concurrent.futures.Future of refresh(...)'s answers, made in the child."""
+        self.start()
         return self._pool.submit(_refresh_in_child, context, version, views, period, version_header, set(needed))
 
     def close(self) -> None:
@@ -223,7 +229,6 @@ def _start_child(parent: int) -> None:
 
     import django
 
-    os.nice(RENDERER_NICE)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "llmchain_site.settings")
     django.setup()
     from . import boards

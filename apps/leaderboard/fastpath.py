@@ -231,6 +231,8 @@ class BoardResponseCache:
                         context=_board_of(view), scope=scope, read_at=read_at)
             self.store[view] = kept
             self.size += len(packed)
+            if self.renderer is not None and self.max_stale > 0:
+                self.renderer.start()  # ready before the board first moves
             while self.size > self.max_bytes:
                 gone, evicted = self.store.popitem(last=False)
                 self.size -= len(evicted.packed)
