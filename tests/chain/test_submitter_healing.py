@@ -96,6 +96,6 @@ def test_a_gap_this_site_never_signed_makes_the_lane_say_why_once_then_a_no_op_f
     Sender.objects.filter(pk=lane.pk).update(stuck_since=timezone.now() - timedelta(seconds=6))
     lanes = submitter.lanes.acquire()
     submitter.healing.heal(lanes)
-    assert list(ChainTransaction.objects.filter(function="noop").values_list("nonce", flat=True)) == [0, 1]
+    assert list(ChainTransaction.objects.filter(function="noop").order_by("nonce").values_list("nonce", flat=True)) == [0, 1]
     lane.refresh_from_db()
     assert lane.stuck_reason == ""
