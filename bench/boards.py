@@ -37,7 +37,7 @@ reputation history, filled in a minute or two instead of many).
 
 Processes: this one (the orchestrator) runs the steps that need the scratch database as
 `manage.py bench boards --phase fill|check` with DATABASE_URL pointing at it, the servers as
-`python -m daphne` on one loopback port (a SO_REUSEPORT socket each), and the load generator as
+`python -m llmchain_site.serve` (daphne, as the web processes run) on one loopback port (a SO_REUSEPORT socket each), and the load generator as
 `manage.py bench boards --phase load`: its own process, asyncio streams, every request's
 latency recorded after the warm-up.
 """
@@ -899,7 +899,7 @@ class ServerPool:
                 log = self.log_dir / f"daphne-{self.label}-{i + 1}.log"
                 with log.open("wb") as f:
                     self.procs.append(subprocess.Popen(
-                        [sys.executable, "-m", "daphne", "--fd", str(fds[0]), "-e", f"fd:fileno={fds[1]}",
+                        [sys.executable, "-m", "llmchain_site.serve", "--fd", str(fds[0]), "-e", f"fd:fileno={fds[1]}",
                          "llmchain_site.asgi:application"],
                         cwd=settings.BASE_DIR, env=self.env, stdout=f, stderr=subprocess.STDOUT, pass_fds=fds))
                 self.logs.append(log)

@@ -245,8 +245,8 @@ class Stack:
         self.services = {
             "chain": Service("chain", manage + ["chain", "work"], self.env, self.tmp / "chain.log"),
             "oracle": Service("oracle", manage + ["oracle", "work", "--no-health"], self.env, self.tmp / "oracle.log"),
-            "site": Service("site", [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                                     "llmchain_site.asgi:application"], self.env, self.tmp / "site.log"),
+            "site": Service("site", [sys.executable, "-m", "llmchain_site.serve", "-b", "127.0.0.1", "-p", str(port)],
+                            self.env, self.tmp / "site.log"),
         }
         for service in self.services.values():
             service.start()
