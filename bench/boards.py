@@ -37,9 +37,10 @@ reputation history, filled in a minute or two instead of many).
 
 Processes: this one (the orchestrator) runs the steps that need the scratch database as
 `manage.py bench boards --phase fill|check` with DATABASE_URL pointing at it, the servers as
-`python -m llmchain_site.serve` (daphne, as the web processes run) on one loopback port (a SO_REUSEPORT socket each), and the load generator as
-`manage.py bench boards --phase load`: its own process, asyncio streams, every request's
-latency recorded after the warm-up.
+`python -m llmchain_site.serve` (daphne, as the web processes run) on one loopback port (a
+SO_REUSEPORT socket each), and the load generator as `manage.py bench boards --phase load`: its own
+process, one asyncio connection per client (`Connection`), every request's latency recorded after the
+warm-up.
 """
 
 from __future__ import annotations
@@ -602,7 +603,6 @@ class Connection(asyncio.BufferedProtocol):
         self.buffer = memoryview(bytearray(256 * 1024))
         self.transport: asyncio.Transport | None = None
         self.waiter: asyncio.Future | None = None
-        self.closed = False
         self._reset()
 
     def _reset(self) -> None:
@@ -620,7 +620,7 @@ class Connection(asyncio.BufferedProtocol):
 
     async def exchange(self, request: bytes) -> tuple[int, int, bool, str]:
         """(status, body bytes, connection kept alive, the board cache's X-Board-Cache label or "")."""
-        if self.closed:
+        if self.transport.is_closing():
             raise ConnectionResetError("the connection is closed")
         self._reset()
         self.waiter = asyncio.get_running_loop().create_future()
@@ -646,7 +646,6 @@ class Connection(asyncio.BufferedProtocol):
             self.close()
 
     def connection_lost(self, exc) -> None:
-        self.closed = True
         self._finish(exc or asyncio.IncompleteReadError(b"", None))
 
     def _finish(self, result) -> None:
@@ -769,7 +768,7 @@ class LoadGenerator:
                     conn = await Connection.open(port or self.port)
                 status, size, alive, label = await conn.exchange(request)
                 error = None if status == 200 else f"HTTP {status}"
-            except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, HttpError, ValueError) as exc:
+            except (OSError, asyncio.IncompleteReadError, HttpError, ValueError) as exc:
                 error, alive = f"{type(exc).__name__}: {exc}", False
                 size = 0
             end = time.perf_counter()
@@ -989,8 +988,7 @@ class ServerPool:
                 log = self.log_dir / f"daphne-{self.label}-{i + 1}.log"
                 with log.open("wb") as f:
                     self.procs.append(subprocess.Popen(
-                        [sys.executable, "-m", "llmchain_site.serve", "--fd", str(fds[0]), "-e", f"fd:fileno={fds[1]}",
-                         "llmchain_site.asgi:application"],
+                        [sys.executable, "-m", "llmchain_site.serve", "--fd", str(fds[0]), "-e", f"fd:fileno={fds[1]}"],
                         cwd=settings.BASE_DIR, env=self.env, stdout=f, stderr=subprocess.STDOUT, pass_fds=fds))
                 self.logs.append(log)
             deadline = time.monotonic() + timeout

@@ -55,7 +55,7 @@ def arguments(argv: list[str]) -> list[str]:
 def configure(argv: list[str]) -> list[str]:
     """Set daphne and Twisted up for this process's web server; returns daphne's arguments."""
     argv = arguments(argv)
-    QuietServer.access_log_asked = any(a == "--access-log" or a.startswith("--access-log=") for a in argv)
+    QuietServer.access_log_asked = Command().parser.parse_args(argv).access_log is not None
     http_protocol.HTTPFactory.log = _no_request_line
     tcp.Connection.SEND_LIMIT = SEND_LIMIT
     return argv
