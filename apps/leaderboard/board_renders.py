@@ -137,14 +137,25 @@ def shown_version(headers: list, version_header: bytes, default: str) -> str:
 
 
 def refresh(context: str, version: str, views: list[tuple[tuple, dict, float, str]], *, render, shared,
-            period: float, version_header: bytes, needed: frozenset | set = frozenset()) -> dict[tuple, Answer]:
+            period: float, version_header: bytes, needed: frozenset | set = frozenset(),
+            prepare=None) -> dict[tuple, Answer]:
     """New answers for these kept views of one board ((view, its request's scope, the wall time its kept
     answer was last known current, the version it shows)), in this thread: those another process
     published since that show no older version, and the rest rendered with `render` and published: all of
     them when this process holds the board's lease (or nothing is shared), else only the `needed` ones (a
-    request waits for them). A view whose render is not keepable gets nothing (its kept answer stays)."""
+    request waits for them). A view whose render is not keepable gets nothing (its kept answer stays).
+
+    `prepare(context)`, called first, brings what the views are built from up to the board's current
+    version (boards.current_standing) and returns (that version, the wall time from which it is known
+    current), or None: an answer showing that version or a later one is current from then. Without it,
+    an answer showing an older version than `version` is taken as current `period` before its render (a
+    view may reuse a standing built up to that long before: boards.reuse_within). The difference matters:
+    a refresh comes at most every `period` and its answers may be served until the bound (2 x `period`)
+    after they were current, so taken `period` older they were past the bound as the next refresh began,
+    and every read waited for it (at 100 evaluations a second, 6 refreshes a second per process)."""
     close_old_connections()
     try:
+        fresh = prepare(context) if prepare is not None else None
         found: dict[tuple, Answer] = {}
         if shared is not None:
             published = shared.get_many([shared_key(view) for view, _, _, _ in views])
@@ -164,9 +175,13 @@ def refresh(context: str, version: str, views: list[tuple[tuple, dict, float, st
             status, headers, body = render(scope)
             if keepable(status, headers, body):
                 shows = shown_version(headers, version_header, version)
-                # An answer showing an older version than `version` (the view reused a standing built a
-                # little before, boards.reuse_within) was current when that standing was built.
-                answer = Answer(shows, headers, gzip_body(body), began if shows == version else began - period)
+                if fresh is not None and not_older(shows, fresh[0]):
+                    current = fresh[1]
+                else:
+                    # An answer showing an older version than `version` (the view reused a standing built
+                    # a little before, boards.reuse_within) was current when that standing was built.
+                    current = began if shows == version else began - period
+                answer = Answer(shows, headers, gzip_body(body), current)
                 found[view] = answer
                 rendered[shared_key(view)] = answer
         if shared is not None and rendered:
@@ -224,6 +239,11 @@ class Renderer:
             self._pool = None
 
 
+# The templates of the board's views: loaded (and kept by Django's cached loader) as the child starts,
+# with the URL patterns and the views they import, so that its first refresh renders like the next ones.
+BOARD_TEMPLATES = ("leaderboard/board.html", "leaderboard/_board.html", "leaderboard/_table.html")
+
+
 def _start_child(parent: int) -> None:
     import threading
 
@@ -231,9 +251,15 @@ def _start_child(parent: int) -> None:
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "llmchain_site.settings")
     django.setup()
+    from django.template.loader import get_template
+    from django.urls import get_resolver
+
     from . import boards
 
     boards.keep_views = False  # each view rendered here once per version: no copy kept in the cache
+    get_resolver().url_patterns
+    for name in BOARD_TEMPLATES:
+        get_template(name)
 
     def watch():  # the child ends with its web process, however that ends
         while os.getppid() == parent:
@@ -244,5 +270,7 @@ def _start_child(parent: int) -> None:
 
 
 def _refresh_in_child(context, version, views, period, version_header, needed):
+    from .boards import current_standing
+
     return refresh(context, version, views, render=django_render, shared=shared_cache(), period=period,
-                   version_header=version_header, needed=needed)
+                   version_header=version_header, needed=needed, prepare=current_standing)

@@ -520,6 +520,19 @@ def standing(context_id: str, *, within: float = 0.0, kept: bool = True) -> Stan
         return built
 
 
+def current_standing(context_id: str) -> tuple[str, float] | None:
+    """Bring this process's standing of the board to its current version before its views are rendered
+    again together (board_renders.refresh): (that version, the wall-clock time before it was read, from
+    when the views built on it are current), or None for a board without one (unknown, or nothing derived
+    yet). Its views then reuse it (`reuse_within`) instead of showing an older one."""
+    since = time.time()
+    try:
+        found = standing(context_id)
+    except (BoardError, UnknownContext):
+        return None
+    return (found.version, since) if found.version else None
+
+
 def forget_standings() -> None:
     """Drop the standings this process keeps (tests: a fresh database may reuse a version)."""
     _standings.clear()

@@ -136,17 +136,19 @@ class BoardRefresh:
 
 
 class BoardResponseCache:
-    def __init__(self, app, *, enabled: bool | None = None, render=None, shared=None, renderer=None):
+    def __init__(self, app, *, enabled: bool | None = None, render=None, shared=None, renderer=None, prepare=None):
         """`render`: a synchronous render of one view from its request's scope ((status, headers, body):
         board_renders.django_render), with which a moved board's views are rendered again together in
         a worker thread; `renderer` (a board_renders.Renderer): the same in a process of its own; with
         neither, each view is rendered again through `app`. `shared`: a cache that the site's processes
         share (Django's cache API), through which one process renders a moved board's views for all of
-        them (a renderer uses the site's)."""
+        them (a renderer uses the site's). `prepare`: what a refresh with `render` calls first
+        (board_renders.refresh; a renderer calls boards.current_standing)."""
         self.app = app
         self.render = render
         self.renderer = renderer
         self.shared = shared
+        self.prepare = prepare
         self.batched = render is not None or renderer is not None
         self.enabled = settings.LLMCHAIN_BOARD_FASTPATH if enabled is None else enabled
         self.max_bytes = int(settings.LLMCHAIN_BOARD_FASTPATH_MB * 2**20)
@@ -340,8 +342,12 @@ class BoardResponseCache:
 
     # -- a moved board's views, rendered again together ---------------------------------------------
     def _board_due(self, context: str, now: float) -> bool:
-        return (context not in self._board_flights and now >= self._boards_due.get(context, 0.0)
-                and not self._refreshing.locked())
+        # Due though another board's refresh is under way: it waits for it (one board renders at a time),
+        # and the stale reads of its views join it meanwhile. Set off only while no refresh rendered, a
+        # moved board waited until its views were past the bound, and then its readers set off a refresh
+        # of the few views they waited for, one after the other (at 100 evaluations a second the refreshes
+        # held 2-7 of a board's 52 views, each process rendered all of them, and reads waited seconds).
+        return context not in self._board_flights and now >= self._boards_due.get(context, 0.0)
 
     def _refresh_board(self, context: str, version: str, *, need: tuple | None = None) -> BoardRefresh | None:
         """Render again, in one worker thread, every view of this board kept here that was read within the
@@ -378,7 +384,8 @@ class BoardResponseCache:
                     else:
                         found = await sync_to_async(board_renders.refresh, thread_sensitive=False)(
                             context, version, views, render=self.render, shared=self.shared,
-                            period=self.reuse_within, version_header=VERSION_HEADER, needed=refresh.needed)
+                            period=self.reuse_within, version_header=VERSION_HEADER, needed=refresh.needed,
+                            prepare=self.prepare)
                 wall_now = time.time() - time.monotonic()
                 for view, answer in found.items():
                     current_at = answer.current_wall - wall_now

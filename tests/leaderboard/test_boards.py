@@ -333,3 +333,20 @@ def test_one_vote_shows_an_arena_score_without_an_interval(client, board_data):
     assert ">1131</span> <small class=\"muted\">1 vote</small>" in alpha and "1131–1131" not in alpha
     assert "too few votes for an interval" in alpha
     assert ">1040</span> <small class=\"muted\">990–1090</small>" in page
+
+
+def test_a_refresh_brings_the_boards_standing_to_its_current_version_and_says_since_when(board_data):
+    import time
+
+    boards.forget_standings()
+    entries.bump({CTX})
+    old = boards.standing(CTX)
+    entries.bump({CTX})
+    assert old.version and boards.standing(CTX, within=60) is old, "the views reuse a standing for a while"
+    before = time.time()
+    version, since = boards.current_standing(CTX)
+    assert version == entries.version(CTX) != old.version and before <= since <= time.time()
+    assert boards.standing(CTX, within=60).version == version, "the views of the refresh show it"
+    again = boards.current_standing(CTX)
+    assert again[0] == version and again[1] >= since, "kept, and current from this later read"
+    assert boards.current_standing("0x" + "ee" * 32) is None, "a board that does not exist"

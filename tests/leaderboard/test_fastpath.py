@@ -493,3 +493,78 @@ async def test_a_view_a_reader_waits_for_is_rendered_though_another_process_hold
     assert shared.add(board_renders.lease_key(CTX), "2.2", timeout=60)
     status, _, body, label = await fetch(app, "/", QUERY)
     assert (status, body, label) == (200, b"r1 " + QUERY, b"miss") and len(renders.calls) == 1
+
+
+class NewerRenders(Renders):
+    """Renders that show a later version than the one the refresh was set off at (the board moved between
+    the process's read of its versions and the render)."""
+
+    def __init__(self, shows: str):
+        super().__init__()
+        self.shows = shows
+
+    def __call__(self, scope):
+        status, headers, body = super().__call__(scope)
+        return status, [*headers, (b"X-Board-Version", self.shows.encode())], body
+
+
+@pytest.mark.parametrize("prepared", [True, False])
+async def test_a_refresh_that_brings_its_board_up_to_date_keeps_its_answers_until_the_next_refresh(
+        versions, walls, prepared):
+    prepares = []
+
+    def prepare(context):  # as boards.current_standing: the version the views will show, and since when
+        prepares.append(context)
+        return "1.3", walls.now
+
+    renders = NewerRenders("1.3")
+    app = BoardResponseCache(Inner(), enabled=True, render=renders, prepare=prepare if prepared else None)
+    await fetch(app, "/", QUERY)
+    versions[CTX] = 2
+    walls.now += 1
+    assert (await fetch(app, "/", QUERY))[3] == b"updating"
+    versions[CTX] = 3  # the board moved again before the render: it shows 1.3, newer than 1.2
+    await settle(app)
+    versions[CTX] = 4
+    walls.now += 2.6  # the refresh is due again (half the bound of 5 s), its answers 2.6 s old
+    label = (await fetch(app, "/", QUERY))[3]
+    if prepared:
+        assert prepares == [CTX] and label == b"updating", "current when rendered: served while the next is made"
+    else:
+        # Without knowing since when the views' standing was current, an answer showing another version
+        # than the refresh's is taken as half the bound older: past the bound when the next refresh is
+        # due, so the read waited for that refresh's render.
+        assert label == b"stale" and len(renders.calls) == 2
+    await settle(app)
+
+
+async def test_a_moved_boards_refresh_is_set_off_while_another_boards_is_under_way(versions, walls):
+    import asyncio
+    import threading
+
+    class HeldRenders(Renders):
+        def __init__(self):
+            super().__init__()
+            self.entered, self.release = threading.Event(), threading.Event()
+
+        def __call__(self, scope):
+            self.entered.set()
+            self.release.wait(10)
+            return super().__call__(scope)
+
+    renders = HeldRenders()
+    app = BoardResponseCache(Inner(), enabled=True, render=renders)
+    other = f"context={GLOBAL}".encode()
+    versions[GLOBAL] = 1
+    for query in (QUERY, other):
+        await fetch(app, "/", query)
+    versions[CTX] = versions[GLOBAL] = 2
+    walls.now += 1
+    assert (await fetch(app, "/", QUERY))[3] == b"updating"
+    while not renders.entered.is_set():  # the first board's refresh is rendering
+        await asyncio.sleep(0.01)
+    assert (await fetch(app, "/", other))[3] == b"updating", "set off, waiting for the render under way"
+    renders.release.set()
+    await settle(app)
+    assert sorted(renders.calls) == sorted([("/", QUERY), ("/", other)]) and app.revalidations == 2
+    assert [(await fetch(app, "/", q))[3] for q in (QUERY, other)] == [b"hit", b"hit"]
