@@ -142,8 +142,7 @@ class BoardResponseCache:
         a worker thread; `renderer` (a board_renders.Renderer): the same in a process of its own; with
         neither, each view is rendered again through `app`. `shared`: a cache that the site's processes
         share (Django's cache API), through which one process renders a moved board's views for all of
-        them (a renderer uses the site's). `prepare`: what a refresh with `render` calls first
-        (board_renders.refresh; a renderer calls boards.current_standing)."""
+        them (a renderer uses the site's). `prepare`: board_renders.refresh's, with `render`."""
         self.app = app
         self.render = render
         self.renderer = renderer
@@ -342,11 +341,8 @@ class BoardResponseCache:
 
     # -- a moved board's views, rendered again together ---------------------------------------------
     def _board_due(self, context: str, now: float) -> bool:
-        # Due though another board's refresh is under way: it waits for it (one board renders at a time),
-        # and the stale reads of its views join it meanwhile. Set off only while no refresh rendered, a
-        # moved board waited until its views were past the bound, and then its readers set off a refresh
-        # of the few views they waited for, one after the other (at 100 evaluations a second the refreshes
-        # held 2-7 of a board's 52 views, each process rendered all of them, and reads waited seconds).
+        # Due though another board's refresh is under way (it waits for that one): otherwise boards waited
+        # until past the bound, and were then refreshed a few waiting views at a time.
         return context not in self._board_flights and now >= self._boards_due.get(context, 0.0)
 
     def _refresh_board(self, context: str, version: str, *, need: tuple | None = None) -> BoardRefresh | None:
