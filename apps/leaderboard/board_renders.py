@@ -145,7 +145,7 @@ def refresh(context: str, version: str, views: list[tuple[tuple, dict, float, st
     them when this process holds the board's lease (or nothing is shared), else only the `needed` ones (a
     request waits for them). A view whose render is not keepable gets nothing (its kept answer stays).
 
-    `prepare(context)`, called first, brings what the views are built from up to the board's current
+    `prepare(context)`, called before the first render here, brings what the views are built from up to the board's current
     version (boards.current_standing) and returns (that version, the wall time from which it is known
     current), or None: an answer showing that version or a later one is current from then. Without it,
     an answer showing an older version than `version` is taken as current `period` before its render (a
@@ -155,7 +155,6 @@ def refresh(context: str, version: str, views: list[tuple[tuple, dict, float, st
     and every read waited for it (at 100 evaluations a second, 6 refreshes a second per process)."""
     close_old_connections()
     try:
-        fresh = prepare(context) if prepare is not None else None
         found: dict[tuple, Answer] = {}
         if shared is not None:
             published = shared.get_many([shared_key(view) for view, _, _, _ in views])
@@ -167,21 +166,17 @@ def refresh(context: str, version: str, views: list[tuple[tuple, dict, float, st
                 # Another process renders this board now: what it published is taken, and only the views a
                 # request here waits for (`needed`) and found nowhere are rendered.
                 views = [v for v in views if v[0] in needed and v[0] not in found]
+        views = [v for v in views if not (v[0] in found and found[v[0]].shows == version)]
+        # Brought up to date only when something is rendered here (a process that takes another's
+        # answers builds nothing).
+        fresh = prepare(context) if prepare is not None and views else None
         rendered: dict[str, Answer] = {}
         for view, scope, _, _ in views:
-            if view in found and found[view].shows == version:
-                continue
             began = time.time()
             status, headers, body = render(scope)
             if keepable(status, headers, body):
                 shows = shown_version(headers, version_header, version)
-                if fresh is not None and not_older(shows, fresh[0]):
-                    current = fresh[1]
-                else:
-                    # An answer showing an older version than `version` (the view reused a standing built
-                    # a little before, boards.reuse_within) was current when that standing was built.
-                    current = began if shows == version else began - period
-                answer = Answer(shows, headers, gzip_body(body), current)
+                answer = Answer(shows, headers, gzip_body(body), _current_since(shows, version, began, fresh, period))
                 found[view] = answer
                 rendered[shared_key(view)] = answer
         if shared is not None and rendered:
@@ -189,6 +184,16 @@ def refresh(context: str, version: str, views: list[tuple[tuple, dict, float, st
         return found
     finally:
         close_old_connections()
+
+
+def _current_since(shows: str, version: str, began: float, fresh: tuple[str, float] | None, period: float) -> float:
+    """The wall time from which an answer showing `shows`, rendered from `began`, is known current: from
+    when `prepare` read the board's version if it shows that one or later; else from its render if it
+    shows `version`; else (the view reused a standing built a little before, boards.reuse_within) from
+    `period` before its render."""
+    if fresh is not None and not_older(shows, fresh[0]):
+        return fresh[1]
+    return began if shows == version else began - period
 
 
 def shared_cache():

@@ -341,7 +341,7 @@ class BoardResponseCache:
 
     # -- a moved board's views, rendered again together ---------------------------------------------
     def _board_due(self, context: str, now: float) -> bool:
-        # Due though another board's refresh is under way: it waits for that one (see board_renders.refresh).
+        # Due though another board's refresh is under way: it queues for `_refreshing` behind that one.
         return context not in self._board_flights and now >= self._boards_due.get(context, 0.0)
 
     def _refresh_board(self, context: str, version: str, *, need: tuple | None = None) -> BoardRefresh | None:
