@@ -9,8 +9,8 @@ in its synchronous mode (the same middleware and views, no hand-offs), and gzipp
 process of each web process (`Renderer`: rendering in a thread of the web process starved its event
 loop of the GIL); and where the cache is shared between processes (Redis: settings.CACHES), one process
 renders a board's views for all of them at a time: it takes the board's lease (`cache.add`, held for
-the refresh period), renders, and publishes each answer under its view; the others take the published
-answers instead of rendering their own."""
+the refresh period), renders, and publishes each answer under its view; the others wait for it to
+publish them (a few seconds at most) and take them instead of rendering their own."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import hashlib
 import io
 import os
 import time
+import uuid
 import zlib
 from dataclasses import dataclass
 
@@ -117,6 +118,32 @@ def lease_key(context: str) -> str:
     return "board-render-lease:" + hashlib.sha256(_database() + b"\0" + context.encode()).hexdigest()
 
 
+def published_key(context: str) -> str:
+    """Where the holder of a board's lease says it has published its answers (the lease's token)."""
+    return "board-render-published:" + hashlib.sha256(_database() + b"\0" + context.encode()).hexdigest()
+
+
+# How long a process that finds another holding a board's lease waits for that one's answers (a board's
+# views take ~0.4 s to render on an idle machine, a few seconds on a busy one), polling every LEASE_POLL_S.
+LEASE_WAIT_S = 5.0
+LEASE_POLL_S = 0.02
+
+
+def await_publication(shared, context: str, wait: float) -> bool:
+    """Wait (at most `wait` seconds) until the process holding the board's lease has published its
+    answers; False when it has not by then, or nobody holds the lease any more."""
+    deadline = time.monotonic() + wait
+    while True:
+        holder = shared.get(lease_key(context))
+        if holder is None:
+            return False
+        if shared.get(published_key(context)) == holder:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(LEASE_POLL_S)
+
+
 def not_older(shows: str, than: str) -> bool:
     """Whether a board version ("every-board.this-board" counters, entries.version_key) is the same as
     `than` or later in every part."""
@@ -142,8 +169,9 @@ def refresh(context: str, version: str, views: list[tuple[tuple, dict, float, st
     """New answers for these kept views of one board ((view, its request's scope, the wall time its kept
     answer was last known current, the version it shows)), in this thread: those another process
     published since that show no older version, and the rest rendered with `render` and published: all of
-    them when this process holds the board's lease (or nothing is shared), else only the `needed` ones (a
-    request waits for them). A view whose render is not keepable gets nothing (its kept answer stays).
+    them when this process takes the board's lease (or nothing is shared), else, once the lease's holder
+    has published its answers (`await_publication`), only the `needed` ones (a request waits for them)
+    found nowhere. A view whose render is not keepable gets nothing (its kept answer stays).
 
     `prepare(context)`, called before the first render here, brings what the views are built from up to the board's current
     version (boards.current_standing) and returns (that version, the wall time from which it is known
@@ -156,15 +184,23 @@ def refresh(context: str, version: str, views: list[tuple[tuple, dict, float, st
     close_old_connections()
     try:
         found: dict[tuple, Answer] = {}
+        token = leased = None
         if shared is not None:
+            token = uuid.uuid4().hex
+            leased = shared.add(lease_key(context), token, timeout=max(1, round(period)))
+            if not leased:
+                # Another process renders this board now, or did within `period`: its answers are taken
+                # once it has published them. (Taken without waiting, they were those of its previous
+                # refresh, already half the bound old: they expired just as this process's next refresh
+                # came due, and readers here waited for renders of their own.)
+                await_publication(shared, context, min(LEASE_WAIT_S, period))
             published = shared.get_many([shared_key(view) for view, _, _, _ in views])
             for view, _, kept_wall, kept_shows in views:
                 answer = published.get(shared_key(view))
                 if answer is not None and answer.current_wall > kept_wall and not_older(answer.shows, kept_shows):
                     found[view] = answer
-            if not shared.add(lease_key(context), version, timeout=max(1, round(period))):
-                # Another process renders this board now: what it published is taken, and only the views a
-                # request here waits for (`needed`) and found nowhere are rendered.
+            if not leased:
+                # Only the views a request here waits for (`needed`) and found nowhere are rendered.
                 views = [v for v in views if v[0] in needed and v[0] not in found]
         views = [v for v in views if not (v[0] in found and found[v[0]].shows == version)]
         # Brought up to date only when something is rendered here (a process that takes another's
@@ -181,6 +217,8 @@ def refresh(context: str, version: str, views: list[tuple[tuple, dict, float, st
                 rendered[shared_key(view)] = answer
         if shared is not None and rendered:
             shared.set_many(rendered, timeout=max(60, round(10 * period)))
+        if leased:
+            shared.set(published_key(context), token, timeout=max(1, round(period)))
         return found
     finally:
         close_old_connections()

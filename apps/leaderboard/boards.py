@@ -499,21 +499,23 @@ def standing(context_id: str, *, within: float = 0.0, kept: bool = True) -> Stan
     `within` seconds ago: built from the entries on the first request that needs it in this process (one
     build at a time per board) and kept for the next ones. Without a version (nothing derived yet), or
     not `kept`, it is built from the table as it is now (and not kept)."""
-    version = entries.version(context_id)  # read before the rows: they are at least as new as this version
     minimum, rated = min_evaluations(), min_rated()
-    if not version or not kept:
-        return _build_standing(context_id, minimum, rated, version)
 
-    def usable(found: Standing | None) -> bool:
+    def usable(found: Standing | None, version: str | None) -> bool:
         return found is not None and (found.min_evaluations, found.min_rated) == (minimum, rated) and (
             found.version == version or time.monotonic() - found.built < within)
 
     found = _standings.get(context_id)
-    if usable(found):
+    if kept and usable(found, None):  # built within `within`: usable whatever the version now, none read
+        return found
+    version = entries.version(context_id)  # read before the rows: they are at least as new as this version
+    if not version or not kept:
+        return _build_standing(context_id, minimum, rated, version)
+    if usable(found, version):
         return found
     with _standing_locks.setdefault(context_id, threading.Lock()):
         found = _standings.get(context_id)
-        if usable(found):  # another thread built it meanwhile
+        if usable(found, version):  # another thread built it meanwhile
             return found
         built = _build_standing(context_id, minimum, rated, version)
         _standings[context_id] = built

@@ -132,3 +132,55 @@ def test_a_renderer_process_keeps_no_copy_of_the_views_it_renders(monkeypatch):
     for _ in range(2):
         boards.cached("json", CTX, "r", "desc", lambda: calls.append(1) or {"body": b"x"}, version="7.7")
     assert len(calls) == 3, "a web process keeps it"
+
+
+class SlowRendering(Rendering):
+    """A render that takes a while: the board's lease is held meanwhile."""
+
+    def __init__(self, shows: str, seconds: float):
+        super().__init__(shows)
+        self.seconds = seconds
+
+    def __call__(self, scope):
+        import time
+
+        time.sleep(self.seconds)
+        return super().__call__(scope)
+
+
+def test_a_process_finding_the_lease_held_waits_for_the_holders_answers_instead_of_rendering(shared):
+    import threading
+    import time
+
+    holder, results = SlowRendering("5.6", 0.4), {}
+    first = threading.Thread(target=lambda: results.setdefault("holder", refreshed(shared, holder)))
+    first.start()
+    while shared.get(board_renders.lease_key(CTX)) is None:
+        time.sleep(0.005)
+    view = ("/", b"context=" + CTX.encode(), "page")
+    waiting = Rendering("5.6")
+    began = time.monotonic()
+    taken = board_renders.refresh(CTX, "5.6", [(view, {}, 100.0, "5.5")], render=waiting, shared=shared,
+                                  period=2.5, version_header=b"x-board-version", needed={view})
+    first.join()
+    assert waiting.calls == 0, "the view a reader waits for was the holder's to render"
+    assert taken[view] == results["holder"][view], "the holder's answer, not one of its own"
+    assert 0.2 < time.monotonic() - began < 2.5
+
+
+def test_a_reader_is_not_left_waiting_for_a_holder_that_never_publishes(shared, monkeypatch):
+    import time
+
+    monkeypatch.setattr(board_renders, "LEASE_WAIT_S", 0.2)
+    assert shared.add(board_renders.lease_key(CTX), "gone", timeout=60)  # its process died while rendering
+    view = ("/", b"context=" + CTX.encode(), "page")
+    mine = Rendering("5.6")
+    began = time.monotonic()
+    taken = board_renders.refresh(CTX, "5.6", [(view, {}, 100.0, "5.5")], render=mine, shared=shared,
+                                  period=2.5, version_header=b"x-board-version", needed={view})
+    assert mine.calls == 1 and [a.shows for a in taken.values()] == ["5.6"]
+    assert time.monotonic() - began < 1.5
+    unread, other = Rendering("5.6"), ("/", b"context=" + CTX.encode() + b"&sort=ra", "page")
+    assert board_renders.refresh(CTX, "5.6", [(other, {}, 100.0, "5.5")], render=unread, shared=shared, period=2.5,
+                                 version_header=b"x-board-version") == {} and unread.calls == 0, \
+        "a view no reader waits for stays the lease holder's"

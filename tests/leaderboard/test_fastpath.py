@@ -203,6 +203,9 @@ class Clock:
     def time(self):  # the wall clock, here the same as the monotonic one
         return self.now
 
+    def sleep(self, seconds):  # a wait for another process (board_renders.await_publication) takes no time
+        self.now += seconds
+
 
 @pytest.fixture
 def clock(monkeypatch, settings):
