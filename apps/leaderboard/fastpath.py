@@ -280,18 +280,15 @@ class BoardResponseCache:
         waited = set_off = False  # set_off: this request set off the board's refresh it waited for
         board_waits = 0
         while True:
-            kept = self.store.get(view)
-            if kept is not None and kept.version == version:
-                kept.current_at = max(kept.current_at, known_at)
-                label = MISS if set_off else WAITED if waited else HIT
-                if set_off:
-                    self.misses += 1
-                elif waited:
-                    self.waited += 1
-                else:
-                    self.hits += 1
+            kept, now = self.store.get(view), time.monotonic()
+            current = kept is not None and kept.version == version
+            # Current, or the answer this read waited for (it may show the board a little before `version`).
+            if current or (waited and kept is not None and now - kept.current_at <= self.max_stale):
+                if current:
+                    kept.current_at = max(kept.current_at, known_at)
+                counter, label = ("misses", MISS) if set_off else ("waited", WAITED) if waited else ("hits", HIT)
+                setattr(self, counter, getattr(self, counter) + 1)
                 return await self._send(view, kept, gzipped, send, label)
-            now = time.monotonic()
             if kept is not None and self.max_stale > 0 and now - kept.current_at <= self.max_stale:
                 label = STALE
                 if self.batched:
