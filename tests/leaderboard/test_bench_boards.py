@@ -226,3 +226,24 @@ def test_the_arena_alone_runs_on_a_database_of_votes_alone(tmp_path, monkeypatch
     assert (folder / "arena.sqlite3").exists() and not (folder / "boards.sqlite3").exists()
     again = run()
     assert again["arena_setup"] == summary["arena_setup"], "the filled database is reused"
+
+
+@pytest.mark.django_db
+def test_a_restored_database_shows_no_version_a_run_showed_before():
+    """The bench restores the copy it took before its live phase: the next run's check moves every board's
+    version past those the live phase reached, under which a shared cache may still hold other views."""
+    from apps.leaderboard import entries
+    from apps.leaderboard.models import BoardState
+    from bench.boards import renew_versions
+
+    entries.bump({"0x" + "ab" * 32})
+    at_rest = dict(BoardState.objects.values_list("scope", "version"))
+    for _ in range(50):  # the live phase's folds
+        entries.bump()
+        entries.bump({"0x" + "ab" * 32})
+    shown = dict(BoardState.objects.values_list("scope", "version"))
+    for scope, version in at_rest.items():  # the copy put back
+        BoardState.objects.filter(scope=scope).update(version=version)
+    renew_versions()
+    renewed = dict(BoardState.objects.values_list("scope", "version"))
+    assert renewed.keys() == shown.keys() and all(renewed[s] > shown[s] for s in shown)
