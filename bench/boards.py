@@ -77,7 +77,7 @@ from apps.chain import evidence
 from apps.chain.models import ArenaBattle, Context, LedgerInteraction, LedgerModel, Reputation, ReputationChange
 from apps.leaderboard import arena, arena_entries, boards, entries
 from apps.leaderboard.api import board_data
-from apps.leaderboard.models import AnswerStyle, ArenaEntry, BoardEntry
+from apps.leaderboard.models import AnswerStyle, ArenaEntry, BoardEntry, BoardState
 from lib import arena as lib_arena
 from lib import records
 from lib.ids import hex32
@@ -1433,8 +1433,6 @@ def renew_versions() -> None:
     before its live phase, so the next run's boards come to the versions that phase reached again, with
     other rows under them, while a cache the servers share (Redis) may still hold the views kept under
     them: the check then found served boards that were not build_board's."""
-    from apps.leaderboard.models import BoardState
-
     BoardState.objects.update(version=time.time_ns() // 1000)
 
 

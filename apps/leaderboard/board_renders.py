@@ -114,13 +114,17 @@ def shared_key(view: tuple) -> str:
     return SHARED_PREFIX + digest
 
 
+def _board_key(prefix: str, context: str) -> str:
+    return prefix + hashlib.sha256(_database() + b"\0" + context.encode()).hexdigest()
+
+
 def lease_key(context: str) -> str:
-    return "board-render-lease:" + hashlib.sha256(_database() + b"\0" + context.encode()).hexdigest()
+    return _board_key("board-render-lease:", context)
 
 
 def published_key(context: str) -> str:
     """Where the holder of a board's lease says it has published its answers (the lease's token)."""
-    return "board-render-published:" + hashlib.sha256(_database() + b"\0" + context.encode()).hexdigest()
+    return _board_key("board-render-published:", context)
 
 
 # How long a process that finds another holding a board's lease waits for that one's answers (a board's
@@ -129,18 +133,13 @@ LEASE_WAIT_S = 5.0
 LEASE_POLL_S = 0.02
 
 
-def await_publication(shared, context: str, wait: float) -> bool:
-    """Wait (at most `wait` seconds) until the process holding the board's lease has published its
-    answers; False when it has not by then, or nobody holds the lease any more."""
+def await_publication(shared, context: str, wait: float) -> None:
+    """Wait until the process holding the board's lease has published its answers, at most `wait`
+    seconds (and not at all once nobody holds the lease)."""
     deadline = time.monotonic() + wait
-    while True:
-        holder = shared.get(lease_key(context))
-        if holder is None:
-            return False
-        if shared.get(published_key(context)) == holder:
-            return True
+    while (holder := shared.get(lease_key(context))) is not None and shared.get(published_key(context)) != holder:
         if time.monotonic() >= deadline:
-            return False
+            return
         time.sleep(LEASE_POLL_S)
 
 
@@ -184,10 +183,10 @@ def refresh(context: str, version: str, views: list[tuple[tuple, dict, float, st
     close_old_connections()
     try:
         found: dict[tuple, Answer] = {}
-        token = leased = None
+        token, lease_s = uuid.uuid4().hex, max(1, round(period))
+        leased = False
         if shared is not None:
-            token = uuid.uuid4().hex
-            leased = shared.add(lease_key(context), token, timeout=max(1, round(period)))
+            leased = shared.add(lease_key(context), token, timeout=lease_s)
             if not leased:
                 # Another process renders this board now, or did within `period`: its answers are taken
                 # once it has published them. (Taken without waiting, they were those of its previous
@@ -218,7 +217,7 @@ def refresh(context: str, version: str, views: list[tuple[tuple, dict, float, st
         if shared is not None and rendered:
             shared.set_many(rendered, timeout=max(60, round(10 * period)))
         if leased:
-            shared.set(published_key(context), token, timeout=max(1, round(period)))
+            shared.set(published_key(context), token, timeout=lease_s)
         return found
     finally:
         close_old_connections()

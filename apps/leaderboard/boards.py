@@ -501,12 +501,13 @@ def standing(context_id: str, *, within: float = 0.0, kept: bool = True) -> Stan
     not `kept`, it is built from the table as it is now (and not kept)."""
     minimum, rated = min_evaluations(), min_rated()
 
-    def usable(found: Standing | None, version: str | None) -> bool:
+    def usable(found: Standing | None, version: str | None = None) -> bool:
+        """Built under these thresholds, and at `version` or within `within` (None: the version unread)."""
         return found is not None and (found.min_evaluations, found.min_rated) == (minimum, rated) and (
             found.version == version or time.monotonic() - found.built < within)
 
     found = _standings.get(context_id)
-    if kept and usable(found, None):  # built within `within`: usable whatever the version now, none read
+    if kept and usable(found):  # built within `within`: usable whatever the version now, so none is read
         return found
     version = entries.version(context_id)  # read before the rows: they are at least as new as this version
     if not version or not kept:

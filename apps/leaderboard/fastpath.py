@@ -282,14 +282,15 @@ class BoardResponseCache:
         while True:
             kept, now = self.store.get(view), time.monotonic()
             current = kept is not None and kept.version == version
+            within = kept is not None and self.max_stale > 0 and now - kept.current_at <= self.max_stale
             # Current, or the answer this read waited for (it may show the board a little before `version`).
-            if current or (waited and kept is not None and now - kept.current_at <= self.max_stale):
+            if current or (waited and within):
                 if current:
                     kept.current_at = max(kept.current_at, known_at)
                 counter, label = ("misses", MISS) if set_off else ("waited", WAITED) if waited else ("hits", HIT)
                 setattr(self, counter, getattr(self, counter) + 1)
                 return await self._send(view, kept, gzipped, send, label)
-            if kept is not None and self.max_stale > 0 and now - kept.current_at <= self.max_stale:
+            if within:
                 label = STALE
                 if self.batched:
                     if self._board_due(board, now):
